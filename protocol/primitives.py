@@ -1,0 +1,194 @@
+"""Kafka wire primitives: readers and writers over a BytesIO, shared by compiled and interpreted codecs.
+
+Rules:
+- Big-endian fixed-width integers; unsigned varints (LEB128) of at most 5 bytes (32-bit) or 10 (64-bit);
+  signed varints are zigzag-encoded.
+- Classic strings: int16 length, -1 = null. Classic bytes: int32 length, -1 = null. Compact forms: unsigned
+  varint length + 1, 0 = null. A null where the field is not nullable is a ProtocolError.
+- Nothing reads more than the buffer holds, and nothing allocates more than the bytes that remain justify:
+  every length and array count is checked against ``remaining(io)`` before use.
+- Every violation raises ``ProtocolError``; callers convert struct.error and friends at one boundary.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from io import BytesIO
+
+from protocol.errors import ProtocolError
+
+S_I8 = struct.Struct(">b")
+S_I16 = struct.Struct(">h")
+S_U16 = struct.Struct(">H")
+S_I32 = struct.Struct(">i")
+S_U32 = struct.Struct(">I")
+S_I64 = struct.Struct(">q")
+S_F64 = struct.Struct(">d")
+
+# Fixed-size primitives: name -> (struct format char, size).
+FIXED = {
+    "bool": ("?", 1),
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "uint16": ("H", 2),
+    "int32": ("i", 4),
+    "uint32": ("I", 4),
+    "int64": ("q", 8),
+    "float64": ("d", 8),
+}
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def remaining(io: BytesIO) -> int:
+    return io.getbuffer().nbytes - io.tell()
+
+
+def read_exact(io: BytesIO, n: int) -> bytes:
+    b = io.read(n)
+    if len(b) != n:
+        raise ProtocolError(f"truncated: needed {n} bytes, had {len(b)}")
+    return b
+
+
+# ---------------------------------------------------------------- varints
+def read_uvarint(io: BytesIO, max_bytes: int = 5) -> int:
+    shift = 0
+    result = 0
+    for _ in range(max_bytes):
+        b = io.read(1)
+        if not b:
+            raise ProtocolError("truncated varint")
+        byte = b[0]
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result
+        shift += 7
+    raise ProtocolError("varint too long")
+
+
+def read_varint(io: BytesIO) -> int:
+    v = read_uvarint(io, 5)
+    return (v >> 1) ^ -(v & 1)
+
+
+def read_varlong(io: BytesIO) -> int:
+    v = read_uvarint(io, 10)
+    return (v >> 1) ^ -(v & 1)
+
+
+def encode_uvarint(value: int) -> bytes:
+    if value < 0:
+        raise ProtocolError(f"unsigned varint cannot hold {value}")
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_varint(value: int) -> bytes:
+    return encode_uvarint(((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+
+
+def encode_varlong(value: int) -> bytes:
+    return encode_uvarint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+# ---------------------------------------------------------------- lengths and counts
+def read_count(io: BytesIO, compact: bool, nullable: bool, min_size: int) -> int:
+    """An array count (-1 for null), checked against the bytes left (each element >= min_size bytes)."""
+    n = read_uvarint(io) - 1 if compact else S_I32.unpack(read_exact(io, 4))[0]
+    if n < 0:
+        if n == -1 and nullable:
+            return -1
+        raise ProtocolError(f"invalid array length {n}")
+    if n and n * max(min_size, 1) > remaining(io):
+        raise ProtocolError(f"array length {n} exceeds the {remaining(io)} bytes left")
+    return n
+
+
+def write_count(io: BytesIO, n: int, compact: bool) -> None:
+    io.write(encode_uvarint(n + 1) if compact else S_I32.pack(n))
+
+
+# ---------------------------------------------------------------- strings and bytes
+def read_string(io: BytesIO, compact: bool, nullable: bool) -> str | None:
+    n = read_uvarint(io) - 1 if compact else S_I16.unpack(read_exact(io, 2))[0]
+    if n < 0:
+        if n == -1 and nullable:
+            return None
+        raise ProtocolError(f"invalid string length {n}")
+    b = io.read(n)
+    if len(b) != n:
+        raise ProtocolError(f"string length {n} exceeds the bytes left")
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProtocolError(f"string is not UTF-8: {e}") from None
+
+
+def write_string(io: BytesIO, value: str | None, compact: bool) -> None:
+    if value is None:
+        io.write(b"\x00" if compact else b"\xff\xff")
+        return
+    b = value.encode("utf-8")
+    if compact:
+        io.write(encode_uvarint(len(b) + 1))
+    else:
+        if len(b) > 0x7FFF:
+            raise ProtocolError("string longer than 32767 bytes")
+        io.write(S_I16.pack(len(b)))
+    io.write(b)
+
+
+def read_bytes(io: BytesIO, compact: bool, nullable: bool) -> bytes | None:
+    n = read_uvarint(io) - 1 if compact else S_I32.unpack(read_exact(io, 4))[0]
+    if n < 0:
+        if n == -1 and nullable:
+            return None
+        raise ProtocolError(f"invalid bytes length {n}")
+    b = io.read(n)
+    if len(b) != n:
+        raise ProtocolError(f"bytes length {n} exceeds the bytes left")
+    return b
+
+
+def write_bytes(io: BytesIO, value: bytes | bytearray | memoryview | None, compact: bool) -> None:
+    if value is None:
+        io.write(b"\x00" if compact else b"\xff\xff\xff\xff")
+        return
+    n = len(value)
+    io.write(encode_uvarint(n + 1) if compact else S_I32.pack(n))
+    io.write(value)
+
+
+def read_uuid(io: BytesIO) -> uuid.UUID:
+    return uuid.UUID(bytes=read_exact(io, 16))
+
+
+def write_uuid(io: BytesIO, value: uuid.UUID | bytes | None) -> None:
+    if value is None:
+        io.write(bytes(16))
+    elif isinstance(value, uuid.UUID):
+        io.write(value.bytes)
+    else:
+        if len(value) != 16:
+            raise ProtocolError("uuid must be 16 bytes")
+        io.write(value)
+
+
+# ---------------------------------------------------------------- tagged fields
+def skip_tagged_fields(io: BytesIO) -> None:
+    """Read a tagged-field section that declares no known tags: skip every field."""
+    count = read_uvarint(io)
+    for _ in range(count):
+        read_uvarint(io)
+        size = read_uvarint(io)
+        if size > remaining(io):
+            raise ProtocolError("tagged field longer than the bytes left")
+        io.seek(size, 1)
