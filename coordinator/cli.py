@@ -1,0 +1,63 @@
+"""The ``groupcoord`` command: ``serve`` runs the daemon; other subcommands are admin tools.
+
+Rules:
+- Every config key is also a flag with dashes (``--group-initial-rebalance-delay-ms 0``); ``--config FILE``
+  (or env GROUPCOORD_CONFIG) names a TOML file. A bad config prints one clear line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from coordinator import config as C
+
+
+def _add_config_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default=os.environ.get("GROUPCOORD_CONFIG"), help="TOML config file")
+    for key in C.KEYS:
+        flag = "--" + key.name.replace(".", "-")
+        p.add_argument(flag, dest="cfg:" + key.name, default=None, metavar=key.type.__name__.upper(),
+                       help=f"{key.doc} (default: {key.default})")
+    p.add_argument("--log-level", default="INFO")
+
+
+def _load(args: argparse.Namespace) -> C.Config:
+    flags = {k[4:]: v for k, v in vars(args).items() if k.startswith("cfg:") and v is not None}
+    return C.load(args.config, os.environ, flags)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="groupcoord", description="Kafka-protocol consumer group coordinator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the coordinator daemon")
+    _add_config_flags(serve)
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        try:
+            cfg = _load(args)
+        except C.ConfigError as e:
+            print(f"groupcoord: config error: {e}", file=sys.stderr)
+            return 2
+        logging.basicConfig(level=args.log_level.upper(),
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        import trio
+
+        from coordinator.runtime.server import run
+        from coordinator.storage_errors import StartupError
+
+        try:
+            trio.run(run, cfg)
+        except StartupError as e:
+            print(f"groupcoord: {e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
+        return 0
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Server configuration: one table of keys, read from defaults, a TOML file, env vars and flags.
+
+Rules:
+- Keys use Apache Kafka's broker names wherever one exists (``group.initial.rebalance.delay.ms``); ours are
+  marked in their doc. Precedence, lowest first: default, TOML file, ``GROUPCOORD_<KEY>`` env var (dots to
+  underscores, upper case), command-line flag (``--group-initial-rebalance-delay-ms``).
+- The listener and storage flags are ``--host``, ``--port``, ``--data-dir``, ``--metrics-port``.
+- An unknown key, a value of the wrong type or out of range, or a file that is not valid TOML is a
+  ``ConfigError`` whose message names the key and where it came from. Nothing is silently ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+ENV_PREFIX = "GROUPCOORD_"
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    name: str
+    type: type
+    default: Any
+    doc: str
+    min: int | None = None
+
+
+KEYS: tuple[Key, ...] = (
+    Key("host", str, "127.0.0.1", "Kafka listener address (ours). Use 0.0.0.0 to bind all interfaces."),
+    Key("port", int, 9092, "Kafka listener port (ours); 0 picks a free port.", 0),
+    Key("advertised.host", str, "", "Host advertised in Metadata/FindCoordinator (ours); default: host."),
+    Key("advertised.port", int, 0, "Port advertised (ours); 0 = the bound port.", 0),
+    Key("data.dir", str, "./data", "Directory for all partition logs (Kafka: log.dirs)."),
+    Key("metrics.host", str, "127.0.0.1", "Prometheus /metrics address (ours)."),
+    Key("metrics.port", int, 9404, "Prometheus /metrics port (ours); 0 picks a free port, -1 disables.", -1),
+    Key("node.id", int, 0, "This node's id.", 0),
+    Key("cluster.id", str, "groupcoord-cluster", "Cluster id reported in Metadata (ours)."),
+    Key("num.partitions", int, 1, "Partitions of auto-created topics.", 1),
+    Key("auto.create.topics.enable", bool, True, "Create topics on Metadata/Produce when missing."),
+    Key("group.initial.rebalance.delay.ms", int, 3000, "Delay of the first rebalance of an empty group.", 0),
+    Key("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 1),
+    Key("group.max.session.timeout.ms", int, 1_800_000, "Largest session timeout a member may ask for.", 1),
+    Key("group.max.size", int, 2**31 - 1, "Most members a group may have.", 1),
+    Key("offsets.topic.num.partitions", int, 50, "Offsets partitions groups are sharded onto.", 1),
+    Key("offsets.retention.minutes", int, 10080, "Offsets of an empty group expire after this.", 1),
+    Key("offsets.retention.check.interval.ms", int, 600_000, "How often expired offsets are removed.", 1),
+    Key("offset.metadata.max.bytes", int, 4096, "Largest commit metadata string.", 0),
+    Key("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame; larger closes.", 1024),
+    Key("max.connections", int, 10_000, "Most open client connections.", 1),
+    Key("max.inflight.requests.per.connection", int, 100, "Requests read ahead per connection (ours).", 1),
+    Key("message.max.bytes", int, 1_048_588, "Largest record batch accepted by Produce.", 64),
+    Key("log.segment.bytes", int, 1 << 30, "Segment size before a roll.", 1024),
+    Key("log.retention.ms", int, 7 * 24 * 3600 * 1000, "User topics: delete segments older than this.", -1),
+    Key("log.retention.bytes", int, -1, "User topics: keep at most this many bytes a partition.", -1),
+    Key("log.flush.linger.ms", int, 2, "Group commit: gather appends this long before one fsync (ours).", 0),
+    Key("shutdown.grace.ms", int, 10_000, "On SIGTERM, time given to in-flight requests (ours).", 0),
+)
+BY_NAME = {k.name: k for k in KEYS}
+
+
+class Config:
+    """Immutable, validated settings; read with ``cfg["group.max.size"]`` or ``cfg.get(...)``."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        merged = {k.name: k.default for k in KEYS}
+        for name, raw in (values or {}).items():
+            merged[name] = coerce(name, raw, "argument")
+        object.__setattr__(self, "_values", merged)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._values.get(name, default)
+
+    def with_overrides(self, **values: Any) -> Config:
+        """Overrides given with underscores for dots (``data_dir="..."``)."""
+        merged = dict(self._values)
+        merged.update({k.replace("_", "."): v for k, v in values.items()})
+        return Config(merged)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted(self._values.items())
+
+    def __setattr__(self, *_: Any) -> None:
+        raise AttributeError("Config is immutable")
+
+
+def coerce(name: str, raw: Any, source: str) -> Any:
+    key = BY_NAME.get(name)
+    if key is None:
+        raise ConfigError(f"unknown config key {name!r} (from {source})")
+    value: Any
+    try:
+        if key.type is bool:
+            if isinstance(raw, bool):
+                value = raw
+            elif isinstance(raw, str) and raw.lower() in ("true", "false", "1", "0", "yes", "no"):
+                value = raw.lower() in ("true", "1", "yes")
+            else:
+                raise ValueError(f"expected true or false, got {raw!r}")
+        elif key.type is int:
+            if isinstance(raw, bool) or isinstance(raw, float):
+                raise ValueError(f"expected an integer, got {raw!r}")
+            value = int(raw)
+        else:
+            if not isinstance(raw, (str, int)):
+                raise ValueError(f"expected a string, got {raw!r}")
+            value = str(raw)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"bad value for {name} (from {source}): {e}") from None
+    if key.min is not None and value < key.min:
+        raise ConfigError(f"bad value for {name} (from {source}): {value} is below the minimum {key.min}")
+    return value
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in table.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, name + "."))
+        else:
+            out[name] = v
+    return out
+
+
+def load(file: str | Path | None = None, env: Mapping[str, str] | None = None,
+         flags: Mapping[str, Any] | None = None) -> Config:
+    values: dict[str, Any] = {}
+    if file is not None:
+        path = Path(file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not UTF-8 text") from None
+        try:
+            table = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        for name, raw in _flatten(table).items():
+            values[name] = coerce(name, raw, f"file {path}")
+    env = os.environ if env is None else env
+    env_names = {ENV_PREFIX + k.name.replace(".", "_").upper(): k.name for k in KEYS}
+    for var, raw in env.items():
+        if var in env_names:
+            values[env_names[var]] = coerce(env_names[var], raw, f"env {var}")
+        elif var.startswith(ENV_PREFIX) and var not in ("GROUPCOORD_CONFIG",):
+            raise ConfigError(f"unknown config env var {var}")
+    for name, raw in (flags or {}).items():
+        if raw is not None:
+            values[name] = coerce(name, raw, f"flag --{name.replace('.', '-')}")
+    cfg = Config(values)
+    if cfg["group.min.session.timeout.ms"] > cfg["group.max.session.timeout.ms"]:
+        raise ConfigError("group.min.session.timeout.ms is above group.max.session.timeout.ms")
+    return cfg

@@ -1,0 +1,114 @@
+"""The trio server: listeners, connections, and graceful shutdown.
+
+Rules:
+- ``serve(config, task_status=...)`` binds the Kafka listener (and the metrics port unless -1), then reports
+  ``Bound(port, metrics_port)`` through ``task_status.started`` so tests can start it on port 0.
+- Accept errors from resource exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM) are logged and retried after a
+  short sleep; connections beyond ``max.connections`` are closed at once.
+- Shutdown (cancelling ``serve`` or SIGTERM/SIGINT via ``run``): stop accepting at once, give open
+  connections ``shutdown.grace.ms`` to finish in-flight requests, then cancel them, flush and close storage.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import signal
+from dataclasses import dataclass
+from typing import Callable
+
+import trio
+
+from coordinator.config import Config
+from coordinator.metrics import Metrics
+from coordinator.runtime.broker import Broker
+from coordinator.runtime.connection import Connection
+
+log = logging.getLogger("groupcoord.server")
+
+_ACCEPT_RETRY = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    port: int
+    metrics_port: int | None
+    shutdown: Callable[[], None]
+
+
+async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: trio.Nursery) -> None:
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as e:
+            if e.errno in _ACCEPT_RETRY:
+                log.error("accept failed (%s); retrying in 100 ms", e)
+                await trio.sleep(0.1)
+                continue
+            raise
+        if len(broker.connections) >= broker.config["max.connections"]:
+            log.warning("max.connections reached; refusing a connection")
+            await stream.aclose()
+            continue
+        try:
+            host, port = stream.socket.getpeername()[:2]
+            peer = f"{host}:{port}"
+        except OSError:
+            peer = "?"
+        conn = Connection(stream, broker, peer)
+        broker.connection_opened(conn)
+        nursery.start_soon(conn.run)
+
+
+async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TASK_STATUS_IGNORED) -> None:
+    metrics = Metrics()
+    broker = Broker(config, metrics)
+    await broker.start()
+    listeners = await trio.open_tcp_listeners(config["port"], host=config["host"])
+    port = listeners[0].socket.getsockname()[1]
+    broker.set_bound_port(port)
+    metrics_port = None
+    if config["metrics.port"] >= 0:
+        metrics_port = metrics.serve(config["metrics.host"], config["metrics.port"])
+    log.info("groupcoord node %s listening on %s:%s (metrics: %s)", broker.node_id, config["host"], port,
+             metrics_port)
+    try:
+        async with trio.open_nursery() as conn_nursery:
+            async with broker.running(conn_nursery):
+                accept_scope = trio.CancelScope()
+
+                async def accept_all() -> None:
+                    with accept_scope:
+                        async with trio.open_nursery() as accept_nursery:
+                            for listener in listeners:
+                                accept_nursery.start_soon(_accept_loop, listener, broker, conn_nursery)
+
+                conn_nursery.start_soon(accept_all)
+                task_status.started(Bound(port, metrics_port, broker.shutdown_requested.set))
+                await broker.shutdown_requested.wait()
+                accept_scope.cancel()
+                for listener in listeners:
+                    await listener.aclose()
+                with trio.move_on_after(config["shutdown.grace.ms"] / 1000):
+                    await broker.wait_idle()
+                conn_nursery.cancel_scope.cancel()
+    finally:
+        metrics.close()
+        with trio.CancelScope(shield=True):
+            for listener in listeners:
+                await listener.aclose()
+            await broker.stop()
+
+
+async def run(config: Config) -> None:
+    """Run until SIGTERM/SIGINT, then shut down gracefully within shutdown.grace.ms."""
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(serve, config)
+        print(f"groupcoord listening on {config['host']}:{bound.port}"
+              + (f", metrics on http://{config['metrics.host']}:{bound.metrics_port}/metrics"
+                 if bound.metrics_port else ""), flush=True)
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("received %s; shutting down", signal.Signals(signum).name)
+                break
+        bound.shutdown()

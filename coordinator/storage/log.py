@@ -1,0 +1,506 @@
+"""A partition log: ordered segments of v2 record batches, with recovery, group-commit flush and retention.
+
+Rules and invariants:
+- Offsets: `log_start_offset <= high_watermark <= log_end_offset`. `append` assigns consecutive offsets
+  by rewriting each batch's base offset (bytes 0-7, outside the CRC) and writes the bytes with one
+  positional write into the OS page cache. `flush` fsyncs everything written since the previous flush and
+  advances the recovery point; the high watermark is the recovery point (readers that must only see
+  durable data read below it).
+- Concurrency: one appender and one flusher thread (plus readers and one cleaner). `_lock` guards the
+  in-memory state and is held only for bookkeeping, page-cache writes and reads; fsyncs run outside it.
+  `_flush_lock` is held by the flusher around its fsyncs and by anything that closes a segment's file
+  descriptor (retention, compaction swap, close), so a descriptor is never closed under an fsync.
+  Lock order: `_cleaner_lock` -> `_append_lock` -> `_flush_lock` -> `_lock`.
+- Failure: any write or fsync error takes the log offline for good (`LogOfflineError` on every later
+  append/flush); the recovery point never advances past data whose fsync failed, and it is never retried.
+- Files: create/roll = write, fsync file, rename (where a rename applies), fsync directory. The closed
+  segment's index is written at roll; the active segment's index lives in memory and is rebuilt at open.
+- Recovery at open: segments whose index file is intact and which lie wholly below the checkpointed
+  recovery point are trusted; every other segment is scanned, with CRC checks for batches at or after
+  the recovery point. The first bad or partial batch truncates the log there (later segments are
+  deleted) with a warning; a torn tail never stops startup. Scanned data is then fsynced, so after open
+  the recovery point equals the log end.
+- Retention deletes whole closed segments, oldest first, never the active one, and advances the log
+  start offset; the checkpoint file (`recovery-point`, written atomically) records both offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import NamedTuple, Sequence
+
+from protocol.record_batch import (
+    BatchHeader, CorruptBatchError, UnsupportedCompressionError, decode_batch, parse_header, validate_batch,
+)
+
+from .errors import LogOfflineError, OffsetOutOfRangeError, StorageError
+from .fs import FileSystem
+from .index import OffsetIndex, decode_index_file, encode_index_file
+from .segment import (
+    INDEX_SUFFIX, Segment, iter_batches, parse_segment_name, read_batches_from, scan, segment_file_name,
+)
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "recovery-point"
+_LEFTOVER_SUFFIXES = (".tmp", ".cleaned")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Per-partition settings, named after Kafka's topic configs."""
+
+    segment_bytes: int = 1 << 30  # segment.bytes
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    compact: bool = False  # cleanup.policy=compact
+    retention_ms: int | None = 7 * 24 * 3600 * 1000  # retention.ms (None = unlimited)
+    retention_bytes: int | None = None  # retention.bytes (None = unlimited)
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms: how long tombstones live
+    verify_crc_on_append: bool = True
+
+
+class AppendInfo(NamedTuple):
+    base_offset: int
+    last_offset: int
+
+
+class PartitionLog:
+    """Open with `PartitionLog.open(directory, config, fs)`."""
+
+    def __init__(self, directory: str, config: LogConfig, fs: FileSystem) -> None:
+        self.directory = directory
+        self.config = config
+        self.fs = fs
+        self._segments: list[Segment] = []
+        self._recovery_point = 0
+        self._log_start = 0
+        self._offline: str | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._append_lock = threading.Lock()
+        self._cleaner_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ open / recovery
+
+    @classmethod
+    def open(cls, directory: str, config: LogConfig | None = None, fs: FileSystem | None = None) -> PartitionLog:
+        plog = cls(directory, config or LogConfig(), fs or FileSystem())
+        try:
+            plog._load()
+        except OSError as exc:
+            plog._close_fds()
+            raise StorageError(f"cannot open partition log {directory}: {exc}") from exc
+        return plog
+
+    def _load(self) -> None:
+        fs = self.fs
+        fs.makedirs(self.directory)
+        names = fs.listdir(self.directory)
+        for name in names:
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                fs.unlink(os.path.join(self.directory, name))
+        recovery_point, log_start = self._read_checkpoint()
+        bases = sorted(b for b in map(parse_segment_name, names) if b is not None)
+        if not bases:
+            self._segments.append(self._create_segment(log_start))
+            self._recovery_point = self._log_start = log_start
+            return
+        to_sync = self._load_segments(bases, recovery_point)
+        self._drop_segments_below(log_start)
+        self._log_start = max(log_start, self._segments[0].base_offset)
+        self._log_start = min(self._log_start, self.log_end_offset)
+        for seg in to_sync:
+            fs.fsync(seg.fd)
+        self._recovery_point = self.log_end_offset
+        self._write_checkpoint()
+
+    def _load_segments(self, bases: list[int], recovery_point: int) -> list[Segment]:
+        """Open every segment file, trusting or scanning each; returns the segments to fsync."""
+        to_sync: list[Segment] = []
+        expected = bases[0]
+        for i, base in enumerate(bases):
+            path = os.path.join(self.directory, segment_file_name(base))
+            if base < expected:
+                log.warning("partition %s: segment %s overlaps the previous one; deleting it and %d later "
+                            "segment(s)", self.directory, path, len(bases) - i - 1)
+                for later in bases[i:]:
+                    self._delete_segment_files(later)
+                self.fs.fsync_dir(self.directory)
+                break
+            fd = self.fs.open(path, os.O_RDWR)
+            file_size = self.fs.file_size(fd)
+            is_last = i == len(bases) - 1
+            seg = None if is_last else self._trusted_segment(base, fd, file_size, bases[i + 1], recovery_point)
+            if seg is None:
+                seg, error = self._scan_segment(base, fd, file_size, recovery_point)
+                to_sync.append(seg)
+                self._segments.append(seg)
+                if error is not None:
+                    self._truncate_tail(seg, file_size, error, bases[i + 1:])
+                    break
+            else:
+                self._segments.append(seg)
+            expected = seg.next_offset
+        return to_sync
+
+    def _trusted_segment(self, base: int, fd: int, file_size: int, next_base: int, rp: int) -> Segment | None:
+        if next_base > rp:
+            return None
+        data = self.fs.read_file(os.path.join(self.directory, f"{base:020d}{INDEX_SUFFIX}"))
+        parsed = decode_index_file(data, self.config.index_interval_bytes) if data else None
+        if parsed is None:
+            return None
+        index, summary = parsed
+        if summary.valid_bytes != file_size or not base <= summary.next_offset <= next_base:
+            return None
+        return Segment(base, self.directory, fd, index, file_size, summary.next_offset, summary.max_timestamp)
+
+    def _scan_segment(self, base: int, fd: int, file_size: int, rp: int) -> tuple[Segment, str | None]:
+        index = OffsetIndex(self.config.index_interval_bytes)
+        res = scan(self.fs, fd, 0, file_size, base, rp, index)
+        return Segment(base, self.directory, fd, index, res.valid_end, res.next_offset, res.max_timestamp), res.error
+
+    def _truncate_tail(self, seg: Segment, file_size: int, error: str, later_bases: list[int]) -> None:
+        log.warning(
+            "partition %s: %s in %s; truncating %d bytes (offsets >= %d dropped) and deleting %d later "
+            "segment(s)", self.directory, error, seg.log_path, file_size - seg.size, seg.next_offset,
+            len(later_bases),
+        )
+        self.fs.ftruncate(seg.fd, seg.size)
+        self._unlink_if_exists(seg.index_path)
+        for base in later_bases:
+            self._delete_segment_files(base)
+        self.fs.fsync_dir(self.directory)
+
+    def _drop_segments_below(self, log_start: int) -> None:
+        while len(self._segments) > 1 and self._segments[1].base_offset <= log_start:
+            seg = self._segments.pop(0)
+            self.fs.close(seg.fd)
+            self._delete_segment_files(seg.base_offset)
+
+    def _read_checkpoint(self) -> tuple[int, int]:
+        data = self.fs.read_file(os.path.join(self.directory, CHECKPOINT_FILE))
+        if data is None:
+            return 0, 0
+        try:
+            version, rp, start = data.decode("ascii").split()
+            if version != "1" or int(rp) < 0 or int(start) < 0:
+                raise ValueError(version)
+            return int(rp), int(start)
+        except ValueError:
+            log.warning("partition %s: unreadable checkpoint %r; re-validating everything", self.directory, data)
+            return 0, 0
+
+    def _write_checkpoint(self) -> None:
+        with self._lock:
+            text = f"1 {self._recovery_point} {self._log_start}\n"
+        self.fs.write_atomic(os.path.join(self.directory, CHECKPOINT_FILE), text.encode("ascii"))
+
+    def _create_segment(self, base: int) -> Segment:
+        path = os.path.join(self.directory, segment_file_name(base))
+        fd = self.fs.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        try:
+            self.fs.fsync(fd)
+            self.fs.fsync_dir(self.directory)
+        except OSError:
+            self.fs.close(fd)
+            raise
+        return Segment(base, self.directory, fd, OffsetIndex(self.config.index_interval_bytes))
+
+    def _delete_segment_files(self, base: int) -> None:
+        self._unlink_if_exists(os.path.join(self.directory, segment_file_name(base)))
+        self._unlink_if_exists(os.path.join(self.directory, f"{base:020d}{INDEX_SUFFIX}"))
+
+    def _unlink_if_exists(self, path: str) -> None:
+        try:
+            self.fs.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        """Durable end: offsets below it have been fsynced."""
+        return self._recovery_point
+
+    @property
+    def offline(self) -> bool:
+        return self._offline is not None
+
+    def segment_base_offsets(self) -> list[int]:
+        with self._lock:
+            return [s.base_offset for s in self._segments]
+
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    def _check_online(self) -> None:
+        if self._offline is not None:
+            raise LogOfflineError(f"partition log {self.directory} is offline: {self._offline}")
+        if self._closed:
+            raise StorageError(f"partition log {self.directory} is closed")
+
+    def _go_offline(self, what: str, exc: OSError) -> LogOfflineError:
+        with self._lock:
+            if self._offline is None:
+                self._offline = f"{what} failed: {exc}"
+                log.error("partition %s is offline: %s failed: %s", self.directory, what, exc)
+        return LogOfflineError(f"partition log {self.directory} is offline: {self._offline}")
+
+    # ------------------------------------------------------------------ append / flush
+
+    def append(self, batches: Sequence[bytes | bytearray | memoryview], *, leader_epoch: int | None = None
+               ) -> AppendInfo:
+        """Assign offsets to whole v2 batches and write them; returns (base offset, last offset)."""
+        if not batches:
+            raise ValueError("append needs at least one batch")
+        headers = [self._check_batch(b) for b in batches]
+        total = sum(h.size for h in headers)
+        with self._append_lock:
+            with self._lock:
+                self._check_online()
+                active = self._segments[-1]
+                need_roll = active.size > 0 and active.size + total > self.config.segment_bytes
+            if need_roll:
+                self._roll()
+            with self._lock:
+                self._check_online()
+                return self._write_locked(batches, headers, total, leader_epoch)
+
+    def _check_batch(self, batch: bytes | bytearray | memoryview) -> BatchHeader:
+        if self.config.verify_crc_on_append:
+            return validate_batch(batch)
+        header = parse_header(batch)
+        if header.size != len(batch):
+            raise CorruptBatchError(f"batch declares {header.size} bytes, {len(batch)} given")
+        return header
+
+    def _write_locked(self, batches: Sequence[bytes | bytearray | memoryview], headers: list[BatchHeader],
+                      total: int, leader_epoch: int | None) -> AppendInfo:
+        seg = self._segments[-1]
+        buf = bytearray(total)
+        entries = []
+        pos = 0
+        offset = first = seg.next_offset
+        max_ts = seg.max_timestamp
+        for batch, h in zip(batches, headers):
+            buf[pos:pos + h.size] = batch
+            buf[pos:pos + 8] = offset.to_bytes(8, "big", signed=True)
+            if leader_epoch is not None:
+                buf[pos + 12:pos + 16] = leader_epoch.to_bytes(4, "big", signed=True)
+            entries.append((offset, seg.size + pos))
+            max_ts = max(max_ts, h.max_timestamp)
+            offset += h.last_offset_delta + 1
+            pos += h.size
+        try:
+            self.fs.pwrite_all(seg.fd, buf, seg.size)
+        except OSError as exc:
+            self._offline = f"write failed: {exc}"
+            log.error("partition %s is offline: write failed: %s", self.directory, exc)
+            raise LogOfflineError(f"partition log {self.directory} is offline: {self._offline}") from exc
+        for off, position in entries:
+            seg.index.maybe_add(off, position)
+        seg.size += total
+        seg.next_offset = offset
+        seg.max_timestamp = max_ts
+        seg.dirty = True
+        return AppendInfo(first, offset - 1)
+
+    def _roll(self) -> None:
+        """Close the active segment (fsync, write its index) and start a new one at the log end."""
+        old = self._segments[-1]
+        try:
+            self.fs.fsync(old.fd)
+            self.fs.write_atomic(old.index_path, encode_index_file(old.index, old.summary()))
+            new = self._create_segment(old.next_offset)
+        except OSError as exc:
+            raise self._go_offline("segment roll", exc) from exc
+        with self._lock:
+            old.dirty = False
+            self._segments.append(new)
+            self._recovery_point = max(self._recovery_point, old.next_offset)
+
+    def flush(self) -> int:
+        """fsync everything appended so far; returns the new recovery point (= high watermark)."""
+        with self._flush_lock:
+            with self._lock:
+                self._check_online()
+                target = self.log_end_offset
+                dirty = [s for s in self._segments if s.dirty]
+                for s in dirty:
+                    s.dirty = False
+            try:
+                for s in dirty:
+                    self.fs.fsync(s.fd)
+            except OSError as exc:
+                raise self._go_offline("fsync", exc) from exc
+            with self._lock:
+                self._recovery_point = max(self._recovery_point, target)
+                return self._recovery_point
+
+    def checkpoint(self) -> None:
+        """Persist the recovery point and log start offset (atomically); call periodically and at close."""
+        with self._flush_lock:
+            self._check_online()
+            try:
+                self._write_checkpoint()
+            except OSError as exc:
+                raise self._go_offline("checkpoint write", exc) from exc
+
+    def close(self) -> None:
+        """Flush, checkpoint (if online) and close the files; idempotent."""
+        if self._closed:
+            return
+        if self._offline is None:
+            try:
+                self.flush()
+                self.checkpoint()
+            except LogOfflineError:
+                pass
+        with self._cleaner_lock, self._append_lock, self._flush_lock, self._lock:
+            self._closed = True
+            self._close_fds()
+
+    def _close_fds(self) -> None:
+        for seg in self._segments:
+            try:
+                self.fs.close(seg.fd)
+            except OSError:
+                pass
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None) -> bytes:
+        """Stored batch bytes, verbatim, from the batch containing `offset`: at least one whole batch even
+        if larger than `max_bytes`, none at or beyond `upper_bound` (default: the high watermark).
+        Returns b"" at the end; raises OffsetOutOfRangeError outside [log start, log end]."""
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"partition log {self.directory} is closed")
+            upper = self._recovery_point if upper_bound is None else min(upper_bound, self.log_end_offset)
+            if offset < self._log_start or offset > self.log_end_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} outside [{self._log_start}, {self.log_end_offset}] in {self.directory}"
+                )
+            for seg in self._segments[self._segment_index(offset):]:
+                if seg.base_offset >= upper:
+                    break
+                if seg.next_offset <= offset:
+                    continue
+                data = read_batches_from(self.fs, seg, offset, max_bytes, upper)
+                if data:
+                    return data
+            return b""
+
+    def _segment_index(self, offset: int) -> int:
+        lo, hi = 0, len(self._segments)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._segments[mid].base_offset <= offset:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def earliest_offset(self) -> int:
+        return self._log_start
+
+    def latest_offset(self) -> int:
+        """ListOffsets' "latest": the high watermark."""
+        return self._recovery_point
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, looking at the first batch
+        whose maxTimestamp >= `timestamp` (below the high watermark); None if there is none."""
+        with self._lock:
+            upper = self._recovery_point
+            for seg in self._segments:
+                if seg.max_timestamp < timestamp or seg.base_offset >= upper:
+                    continue
+                for loc in iter_batches(self.fs, seg, 0):
+                    if loc.base_offset >= upper:
+                        return None
+                    if loc.max_timestamp >= timestamp and loc.last_offset >= self._log_start:
+                        return self._first_record_at(seg, loc.position, loc.size, timestamp)
+            return None
+
+    def _first_record_at(self, seg: Segment, position: int, size: int, timestamp: int) -> tuple[int, int]:
+        batch = self.fs.pread(seg.fd, size, position)
+        try:
+            header, records = decode_batch(batch, verify_crc=False)
+        except UnsupportedCompressionError:
+            header = parse_header(batch)
+            return header.base_offset, header.max_timestamp
+        for rec in records:
+            if rec.timestamp >= timestamp and rec.offset >= self._log_start:
+                return rec.offset, rec.timestamp
+        return header.base_offset, header.max_timestamp
+
+    # ------------------------------------------------------------------ retention
+
+    def apply_retention(self, now_ms: int) -> list[int]:
+        """Delete old closed segments by time (max timestamp older than retention.ms) and size
+        (retention.bytes); returns the deleted segments' base offsets."""
+        cfg = self.config
+        with self._cleaner_lock, self._flush_lock:
+            with self._lock:
+                self._check_online()
+                victims: list[Segment] = []
+                total = sum(s.size for s in self._segments)
+                for seg in self._segments[:-1]:
+                    too_old = cfg.retention_ms is not None and seg.max_timestamp < now_ms - cfg.retention_ms
+                    too_big = cfg.retention_bytes is not None and total - seg.size >= cfg.retention_bytes
+                    if not (too_old or too_big):
+                        break
+                    victims.append(seg)
+                    total -= seg.size
+                if not victims:
+                    return []
+                del self._segments[:len(victims)]
+                self._log_start = max(self._log_start, self._segments[0].base_offset)
+                self._recovery_point = max(self._recovery_point, self._log_start)
+            try:
+                for seg in victims:
+                    self.fs.close(seg.fd)
+                    self._delete_segment_files(seg.base_offset)
+                self.fs.fsync_dir(self.directory)
+                self._write_checkpoint()
+            except OSError as exc:
+                raise self._go_offline("retention", exc) from exc
+            for seg in victims:
+                log.info("partition %s: retention deleted segment %s", self.directory, seg.log_path)
+            return [s.base_offset for s in victims]
+
+    # ------------------------------------------------------------------ for compaction (same package)
+
+    def _closed_segments(self) -> list[Segment]:
+        with self._lock:
+            return list(self._segments[:-1])
+
+    def _segment_sizes(self) -> list[tuple[Segment, int]]:
+        with self._lock:
+            return [(s, s.size) for s in self._segments]
+
+    def _swap_segment(self, old: Segment, new: Segment) -> None:
+        with self._flush_lock, self._lock:
+            i = self._segments.index(old)
+            self._segments[i] = new
+            self.fs.close(old.fd)

@@ -1,0 +1,137 @@
+"""LogManager: the partition logs under one data directory.
+
+Rules:
+- Layout: `<data dir>/<topic>-<partition>/` per partition; topic names follow Kafka's rule
+  ([a-zA-Z0-9._-], at most 249 characters, not "." or "..") so a name can never escape the data dir.
+- At open the data dir is created if missing and must be writable (a probe file is written and removed),
+  otherwise `StorageError("data dir ... is not writable: ...")`. Every `<topic>-<partition>` directory is
+  opened (and recovered); directories left by an interrupted delete (`*.deleted`) are removed.
+- Deleting a partition closes its log, renames its directory to `<name>.deleted` (fsync the data dir),
+  then removes it; a crash in between is finished at the next open.
+- Not thread-safe for create/delete: the runtime calls these from one task; each log is thread-safe
+  for one appender + one flusher on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+
+from .errors import StorageError
+from .fs import FileSystem
+from .log import LogConfig, PartitionLog
+
+log = logging.getLogger(__name__)
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_DELETED_SUFFIX = ".deleted"
+_PROBE = ".groupcoord-write-probe"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    if not _TOPIC_RE.match(topic) or topic in (".", ".."):
+        raise StorageError(f"invalid topic name {topic!r}")
+    if partition < 0:
+        raise StorageError(f"invalid partition {partition}")
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    topic, dash, number = name.rpartition("-")
+    if not dash or not number.isdigit() or not _TOPIC_RE.match(topic) or topic in (".", ".."):
+        return None
+    return topic, int(number)
+
+
+class LogManager:
+    """Owns the `PartitionLog`s of a data dir. `config_for(topic)` gives each topic's `LogConfig`."""
+
+    def __init__(self, data_dir: str, default_config: LogConfig | None = None, fs: FileSystem | None = None,
+                 topic_configs: dict[str, LogConfig] | None = None) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        self.default_config = default_config or LogConfig()
+        self.topic_configs = dict(topic_configs or {})
+        self.fs = fs or FileSystem()
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._check_data_dir()
+        self._open_all()
+
+    def _check_data_dir(self) -> None:
+        probe = os.path.join(self.data_dir, _PROBE)
+        try:
+            self.fs.makedirs(self.data_dir)
+            fd = self.fs.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                self.fs.write_all(fd, b"ok")
+            finally:
+                self.fs.close(fd)
+            self.fs.unlink(probe)
+        except OSError as exc:
+            raise StorageError(f"data dir {self.data_dir} is not writable: {exc}") from exc
+
+    def _open_all(self) -> None:
+        for name in sorted(self.fs.listdir(self.data_dir)):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(_DELETED_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir_name(name)
+            if parsed is None:
+                log.warning("data dir %s: ignoring directory %s (not <topic>-<partition>)", self.data_dir, name)
+                continue
+            self._logs[parsed] = PartitionLog.open(path, self.config_for(parsed[0]), self.fs)
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._logs)
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """Create (or return the existing) log of a partition."""
+        key = (topic, partition)
+        if key in self._logs:
+            return self._logs[key]
+        if config is not None:
+            self.topic_configs[topic] = config
+        path = os.path.join(self.data_dir, partition_dir_name(topic, partition))
+        plog = PartitionLog.open(path, self.config_for(topic), self.fs)
+        try:
+            self.fs.fsync_dir(self.data_dir)
+        except OSError as exc:
+            plog.close()
+            raise StorageError(f"cannot create partition {topic}-{partition}: {exc}") from exc
+        self._logs[key] = plog
+        return plog
+
+    def delete(self, topic: str, partition: int) -> None:
+        """Close and remove a partition's log and directory."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is None:
+            raise StorageError(f"unknown partition {topic}-{partition}")
+        plog.close()
+        path = plog.directory
+        doomed = path + _DELETED_SUFFIX
+        try:
+            self.fs.rename(path, doomed)
+            self.fs.fsync_dir(self.data_dir)
+        except OSError as exc:
+            raise StorageError(f"cannot delete partition {topic}-{partition}: {exc}") from exc
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def flush_all(self) -> None:
+        for plog in list(self._logs.values()):
+            if not plog.offline:
+                plog.flush()
+
+    def close(self) -> None:
+        for plog in list(self._logs.values()):
+            plog.close()
+        self._logs.clear()

@@ -1,0 +1,186 @@
+"""One segment of a partition log: `<base offset, 20 digits>.log` plus its sparse `.index`.
+
+Rules:
+- A segment holds whole v2 record batches back to back; `size` is the number of valid bytes, and
+  `next_offset` is one past the last offset stored (`base_offset` when empty).
+- Batches in a segment have increasing offsets; the first batch's base offset is >= the segment's base.
+- `scan` is the recovery loop: it walks batches from a position, checks framing always and the CRC for
+  batches whose last offset is >= `verify_from`, rebuilds the index, and stops at the first bad or partial
+  batch, reporting why. It reads in large chunks so 1M small batches take about a second.
+- Segments are mutated only by their `PartitionLog` (appends at `size`, truncation at recovery).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import crc32c
+
+from protocol.record_batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
+
+from .fs import FileSystem
+from .index import IndexSummary, OffsetIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+SCAN_CHUNK = 4 * 1024 * 1024
+
+
+def segment_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{LOG_SUFFIX}"
+
+
+def index_file_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{INDEX_SUFFIX}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    stem, dot, ext = name.partition(".")
+    if dot and "." + ext == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+@dataclass(slots=True)
+class Segment:
+    base_offset: int
+    directory: str
+    fd: int
+    index: OffsetIndex
+    size: int = 0
+    next_offset: int = -1
+    max_timestamp: int = -1
+    dirty: bool = False  # bytes written since the last fsync
+
+    def __post_init__(self) -> None:
+        if self.next_offset < 0:
+            self.next_offset = self.base_offset
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.directory, segment_file_name(self.base_offset))
+
+    @property
+    def index_path(self) -> str:
+        return os.path.join(self.directory, index_file_name(self.base_offset))
+
+    def summary(self) -> IndexSummary:
+        return IndexSummary(self.size, self.next_offset, self.max_timestamp)
+
+
+@dataclass(slots=True)
+class ScanResult:
+    valid_end: int
+    next_offset: int
+    max_timestamp: int
+    batches: int = 0
+    verified: int = 0
+    error: str | None = None
+    index: OffsetIndex = field(default_factory=lambda: OffsetIndex(4096))
+
+
+def scan(
+    fs: FileSystem, fd: int, start: int, end: int, next_offset: int, verify_from: int,
+    index: OffsetIndex, max_timestamp: int = -1,
+) -> ScanResult:
+    """Walk batches in [start, end) of an open segment file; see the module rules."""
+    unpack_from = HEADER.unpack_from
+    crc_of = crc32c.crc32c
+    offsets, positions = index.offsets, index.positions
+    interval = index.interval_bytes
+    last_indexed = positions[-1] if positions else 0
+    batches = verified = 0
+    pos = start
+    error = None
+    want = SCAN_CHUNK
+    while pos < end and error is None:
+        chunk = fs.pread(fd, min(want, end - pos), pos)
+        view = memoryview(chunk)
+        clen = len(chunk)
+        p = 0
+        need = 0
+        while clen - p >= HEADER_SIZE:
+            base, length, _, magic, crc, _, lod, _, max_ts, _, _, _, _ = unpack_from(chunk, p)
+            if magic != MAGIC or length < MIN_BATCH_LENGTH or lod < 0:
+                error = f"bad batch header at byte {pos + p} (magic {magic}, length {length})"
+                break
+            size = length + LOG_OVERHEAD
+            if p + size > clen:
+                need = size
+                break
+            if base < next_offset:
+                error = f"batch at byte {pos + p} has base offset {base} < expected {next_offset}"
+                break
+            if base + lod >= verify_from:
+                if crc_of(view[p + 21:p + size]) != crc:
+                    error = f"CRC mismatch in batch at byte {pos + p} (offset {base})"
+                    break
+                verified += 1
+            if pos + p - last_indexed >= interval:
+                offsets.append(base)
+                positions.append(pos + p)
+                last_indexed = pos + p
+            if max_ts > max_timestamp:
+                max_timestamp = max_ts
+            next_offset = base + lod + 1
+            batches += 1
+            p += size
+        view.release()
+        want = SCAN_CHUNK
+        if error is None and p == 0:
+            if clen < HEADER_SIZE or pos + need > end:  # the file ends inside this batch
+                error = f"partial batch at byte {pos} ({end - pos} bytes left)"
+            want = max(SCAN_CHUNK, need)  # one batch larger than a chunk: read it whole
+            continue
+        pos += p
+    return ScanResult(pos, next_offset, max_timestamp, batches, verified, error, index)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLocation:
+    position: int
+    size: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+def iter_batches(fs: FileSystem, seg: Segment, start: int, chunk: int = 65536) -> Iterator[BatchLocation]:
+    """Headers of the batches of `seg` from byte `start` to its valid end (framing already validated)."""
+    pos = start
+    end = seg.size
+    while pos < end:
+        data = fs.pread(seg.fd, min(chunk, end - pos), pos)
+        p = 0
+        while len(data) - p >= HEADER_SIZE:
+            base, length, _, _, _, _, lod, _, max_ts, _, _, _, _ = HEADER.unpack_from(data, p)
+            size = length + LOG_OVERHEAD
+            yield BatchLocation(pos + p, size, base, base + lod, max_ts)
+            p += size
+        if p == 0:  # fewer than a header's bytes left: the segment's valid end was reached
+            return
+        pos += p
+
+
+def read_batches_from(
+    fs: FileSystem, seg: Segment, offset: int, max_bytes: int, upper: int
+) -> bytes:
+    """Bytes of whole batches starting at the batch that contains `offset` (or the first batch after it),
+    holding at least one batch, at most `max_bytes` otherwise, none whose base offset is >= `upper`."""
+    start = end = -1
+    for loc in iter_batches(fs, seg, seg.index.lookup(offset)):
+        if start < 0:
+            if loc.last_offset < offset:
+                continue
+            if loc.base_offset >= upper:
+                return b""
+            start, end = loc.position, loc.position + loc.size
+            continue
+        if loc.base_offset >= upper or loc.position + loc.size - start > max_bytes:
+            break
+        end = loc.position + loc.size
+    if start < 0:
+        return b""
+    return fs.pread(seg.fd, end - start, start)

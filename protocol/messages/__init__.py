@@ -1,0 +1,35 @@
+"""Every API we serve, one module per API key, each exporting ``SCHEMA``.
+
+Rule: ``ALL`` maps api key -> ApiSchema; a module is listed here exactly once, in api-key order.
+"""
+
+from protocol.messages import (
+    api_versions,
+    create_topics,
+    delete_groups,
+    delete_topics,
+    describe_groups,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    produce,
+    sync_group,
+)
+from protocol.schema import ApiSchema
+
+_MODULES = (
+    produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
+    heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
+    delete_topics, init_producer_id, delete_groups,
+)
+
+ALL: dict[int, ApiSchema] = {m.SCHEMA.key: m.SCHEMA for m in _MODULES}
+assert len(ALL) == len(_MODULES), "two modules declare the same api key"

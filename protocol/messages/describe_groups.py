@@ -1,0 +1,39 @@
+"""DescribeGroups (15): state, protocol and members (with metadata and assignment) of named groups.
+
+Rules: we serve v0-6 (flexible from v5). ``include_authorized_operations`` and the group's
+``authorized_operations`` (default INT32_MIN, "not requested") from v3; member ``group_instance_id`` from
+v4; group ``error_message`` from v6.
+"""
+
+from protocol.schema import ApiSchema, arr, f
+
+INT32_MIN = -2147483648
+
+SCHEMA = ApiSchema(
+    key=15,
+    name="DescribeGroups",
+    valid="0-6",
+    flexible="5+",
+    request=(
+        f("groups", "[]string"),
+        f("include_authorized_operations", "bool", "3+"),
+    ),
+    response=(
+        f("throttle_time_ms", "int32", "1+"),
+        arr("groups", "0+",
+            f("error_code", "int16"),
+            f("error_message", "string", "6+", nullable="6+"),
+            f("group_id", "string"),
+            f("group_state", "string"),
+            f("protocol_type", "string"),
+            f("protocol_data", "string"),
+            arr("members", "0+",
+                f("member_id", "string"),
+                f("group_instance_id", "string", "4+", nullable="4+"),
+                f("client_id", "string"),
+                f("client_host", "string"),
+                f("member_metadata", "bytes"),
+                f("member_assignment", "bytes")),
+            f("authorized_operations", "int32", "3+", default=INT32_MIN)),
+    ),
+)

@@ -1,0 +1,74 @@
+"""Fetch (1): consumers (and, in cluster mode, followers) read record batches from partitions.
+
+Rules:
+- We serve v4-12 (v12 is the first flexible version). Fields that exist only after v12 (``topic_id``,
+  ``replica_state``, ``replica_directory_id``, ``high_watermark`` in the request; ``node_endpoints`` in the
+  response) are not declared.
+- v12 tagged fields: request ``cluster_id`` (tag 0); response partition ``diverging_epoch`` (0),
+  ``current_leader`` (1), ``snapshot_id`` (2).
+- ``records`` is nullable bytes on the wire; ``aborted_transactions`` is a nullable array (clients reading
+  read_committed expect null, see PROTOCOL-NOTES.md).
+"""
+
+from protocol.schema import ApiSchema, arr, f, struct
+
+SCHEMA = ApiSchema(
+    key=1,
+    name="Fetch",
+    valid="4-12",
+    flexible="12+",
+    request=(
+        f("cluster_id", "string", "12+", nullable="12+", tag=0, tagged="12+"),
+        f("replica_id", "int32", "0-14", default=-1),
+        f("max_wait_ms", "int32"),
+        f("min_bytes", "int32"),
+        f("max_bytes", "int32", "3+", default=0x7FFFFFFF),
+        f("isolation_level", "int8", "4+"),
+        f("session_id", "int32", "7+"),
+        f("session_epoch", "int32", "7+", default=-1),
+        arr("topics", "0+",
+            f("topic", "string", "0-12"),
+            arr("partitions", "0+",
+                f("partition", "int32"),
+                f("current_leader_epoch", "int32", "9+", default=-1),
+                f("fetch_offset", "int64"),
+                f("last_fetched_epoch", "int32", "12+", default=-1),
+                f("log_start_offset", "int64", "5+", default=-1),
+                f("partition_max_bytes", "int32"))),
+        arr("forgotten_topics_data", "7+",
+            f("topic", "string", "7-12"),
+            f("partitions", "[]int32", "7+")),
+        f("rack_id", "string", "11+"),
+    ),
+    response=(
+        f("throttle_time_ms", "int32", "1+"),
+        f("error_code", "int16", "7+"),
+        f("session_id", "int32", "7+"),
+        arr("responses", "0+",
+            f("topic", "string", "0-12"),
+            arr("partitions", "0+",
+                f("partition_index", "int32"),
+                f("error_code", "int16"),
+                f("high_watermark", "int64"),
+                f("last_stable_offset", "int64", "4+", default=-1),
+                f("log_start_offset", "int64", "5+", default=-1),
+                struct("diverging_epoch", "12+",
+                       f("epoch", "int32", "12+", default=-1),
+                       f("end_offset", "int64", "12+", default=-1),
+                       tag=0, tagged="12+"),
+                struct("current_leader", "12+",
+                       f("leader_id", "int32", "12+", default=-1),
+                       f("leader_epoch", "int32", "12+", default=-1),
+                       tag=1, tagged="12+"),
+                struct("snapshot_id", "12+",
+                       f("end_offset", "int64", default=-1),
+                       f("epoch", "int32", default=-1),
+                       tag=2, tagged="12+"),
+                arr("aborted_transactions", "4+",
+                    f("producer_id", "int64", "4+"),
+                    f("first_offset", "int64", "4+"),
+                    nullable="4+"),
+                f("preferred_read_replica", "int32", "11+", default=-1),
+                f("records", "records", nullable="0+"))),
+    ),
+)

@@ -1,0 +1,23 @@
+"""Fixtures: a real groupcoord daemon per test (or per module) on a free port."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from server_process import ServerProcess  # noqa: E402
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path / "data", "--group-min-session-timeout-ms", "1000",
+                        "--group-initial-rebalance-delay-ms", "0", "--num-partitions", "4").start()
+    try:
+        yield srv
+    finally:
+        srv.stop()

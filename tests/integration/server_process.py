@@ -1,0 +1,105 @@
+"""Start the real `groupcoord serve` daemon as a subprocess on a free 127.0.0.1 port, and stop it by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ServerProcess:
+    def __init__(self, data_dir: Path, *flags: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.flags = list(flags)
+        self.env = env
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.metrics_port: int | None = None
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 20.0) -> ServerProcess:
+        args = [sys.executable, "-m", "coordinator.cli", "serve", "--port", "0", "--metrics-port", "0",
+                "--data-dir", str(self.data_dir), *self.flags]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **(self.env or {}))
+        self.proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=env)
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("server exited during startup:\n" + "".join(self.output))
+            self.output.append(line)
+            if line.startswith("groupcoord listening on"):
+                addr = line.split()[3].rstrip(",")
+                self.port = int(addr.rsplit(":", 1)[1])
+                if "metrics on" in line:
+                    self.metrics_port = int(line.rsplit(":", 1)[1].split("/")[0])
+                threading.Thread(target=self._drain, daemon=True).start()
+                return self
+        raise RuntimeError("server did not start in time:\n" + "".join(self.output))
+
+    def _drain(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM and wait; returns the exit status."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return "".join(self.output)
+
+
+def raw_exchange(port: int, frame: bytes, timeout: float = 5.0) -> bytes:
+    """Send bytes, return the first response frame's payload, or b'' if the server closed the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(frame)
+        head = _recv_exact(s, 4)
+        if len(head) < 4:
+            return b""
+        (size,) = struct.unpack(">i", head)
+        return _recv_exact(s, size)
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        try:
+            chunk = s.recv(n - len(out))
+        except ConnectionResetError:
+            return out
+        if not chunk:
+            return out
+        out += chunk
+    return out
