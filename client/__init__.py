@@ -1,1 +1,49 @@
-"""client package."""
+"""groupcoord's Python client: a Kafka-shaped synchronous consumer, its group member, and an admin client.
+
+Public API (everything else is internal and may change):
+- ``Consumer``, ``ConsumerRebalanceListener`` — ``client.consumer``
+- ``AdminClient`` and its result dataclasses — ``client.admin``
+- ``TopicPartition``, ``OffsetAndMetadata``
+- assignors: ``RangeAssignor``, ``RoundRobinAssignor``, ``StickyAssignor``, ``CooperativeStickyAssignor``
+- errors: ``client.errors`` (``KafkaError`` and subclasses)
+"""
+
+from client.admin import (
+    AdminClient,
+    ClusterDescription,
+    GroupDescription,
+    GroupListing,
+    GroupResult,
+    MemberDescription,
+    NewTopic,
+    TopicDescription,
+    TopicResult,
+)
+from client.assignors import CooperativeStickyAssignor, RangeAssignor, RoundRobinAssignor, StickyAssignor
+from client.cluster import Node
+from client.consumer import Consumer, ConsumerRebalanceListener
+from client.consumer_protocol import TopicPartition
+from client.errors import (
+    BrokerResponseError,
+    CommitFailedError,
+    FencedInstanceIdError,
+    IllegalStateError,
+    KafkaConnectionError,
+    KafkaError,
+    NoOffsetForPartitionError,
+    RebalanceInProgressError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
+from client.member import MemberState
+from client.offsets import OffsetAndMetadata
+
+__all__ = [
+    "AdminClient", "ClusterDescription", "GroupDescription", "GroupListing", "GroupResult", "MemberDescription",
+    "NewTopic", "TopicDescription", "TopicResult",
+    "CooperativeStickyAssignor", "RangeAssignor", "RoundRobinAssignor", "StickyAssignor",
+    "Node", "Consumer", "ConsumerRebalanceListener", "TopicPartition", "OffsetAndMetadata", "MemberState",
+    "BrokerResponseError", "CommitFailedError", "FencedInstanceIdError", "IllegalStateError",
+    "KafkaConnectionError", "KafkaError", "NoOffsetForPartitionError", "RebalanceInProgressError",
+    "RequestTimedOutError", "UnsupportedVersionError",
+]

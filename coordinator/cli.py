@@ -29,6 +29,17 @@ def _load(args: argparse.Namespace) -> C.Config:
     return C.load(args.config, os.environ, flags)
 
 
+def _find(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="groupcoord", description="Kafka-protocol consumer group coordinator")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -50,11 +61,14 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             trio.run(run, cfg)
-        except StartupError as e:
-            print(f"groupcoord: {e}", file=sys.stderr)
-            return 2
         except KeyboardInterrupt:
             return 130
+        except BaseException as e:  # trio wraps errors from nurseries in exception groups
+            startup = _find(e, StartupError)
+            if startup is None:
+                raise
+            print(f"groupcoord: {startup}", file=sys.stderr)
+            return 2
         return 0
     return 1
 

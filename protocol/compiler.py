@@ -266,7 +266,11 @@ class KStruct(Construct):
             from protocol.primitives import write_count as _wcount, write_uuid as _wuuid
             from protocol.primitives import skip_tagged_fields as _skiptags, encode_uvarint as _euv
             from protocol.compiler import parse_tagged as _ptags, write_tagged as _wtags, _MISSING
+            from protocol.primitives import read_uvarint_after as _ruvx, skip_tagged_after as _skipx
+            from protocol.primitives import truncated as _trunc, bad_length as _badlen, check_count as _chk
             from protocol.compiler import _ZERO
+            _h = struct.Struct('>h').unpack
+            _i = struct.Struct('>i').unpack
             from io import BytesIO as _BytesIO
             from uuid import UUID as _UUID
             _unpack = struct.unpack
@@ -313,11 +317,13 @@ class KStruct(Construct):
                 code.append("\n".join(tl))
                 entries.append(f"{r.tag}: ({r.name!r}, {tf})")
             code.append(f"{table_name} = {{{', '.join(entries)}}}")
-            lines.append(f"    _ptags(io, {table_name}, result, this)")
+            lines.append("    if (t := io.read(1)) != b'\\x00':")
+            lines.append("        io.seek(-len(t), 1)")
+            lines.append(f"        _ptags(io, {table_name}, result, this)")
             lines.append("    return result")
         else:
             if c:
-                lines.append("    _skiptags(io)")
+                lines.append("    if (t := io.read(1)) != b'\\x00': _skipx(io, t)")
             lines.append(f"    return {{{items}}}")
         code.append("\n".join(lines))
         return f"{fname}(io, this)"
@@ -333,17 +339,15 @@ class KStruct(Construct):
         if k == "fixed":
             fmt, size = P.FIXED[r.type]
             return [f"{ind}{var}, = _unpack('>{fmt}', io.read({size}))"]
-        if k == "string":
-            return [f"{ind}{var} = _rstr(io, {c}, {r.nullable})"]
-        if k == "bytes":
-            return [f"{ind}{var} = _rbytes(io, {c}, {r.nullable})"]
+        if k in ("string", "bytes"):
+            return _emit_read_sized(k, var, c, r.nullable, ind)
         if k == "uuid":
             return [f"{ind}{var} = _ruuid(io)"]
         if k == "struct":
             assert r.sub is not None
             return [f"{ind}{var} = {r.sub._compileparse(code)}"]
         # arrays
-        out = [f"{ind}n = _rcount(io, {c}, {r.nullable}, {_elem_min_size(r, c)})"]
+        out = [f"{ind}{_emit_length(c, 'n', 4)}", f"{ind}if {'n > 0 or n < -1' if r.nullable else 'n'}: n = _chk(io, n, {r.nullable}, {_elem_min_size(r, c)})"]
         t = r.type
         if t in P.FIXED:
             fmt, size = P.FIXED[t]
@@ -449,3 +453,29 @@ class KStruct(Construct):
             out.append(f"{ind}    for obj in {var}: {sub}")
             out.append(f"{ind}    obj = obj_")
         return out
+
+
+# ====================================================================== compiled fast paths
+def _emit_length(compact: bool, var: str, classic_width: int) -> str:
+    """One line reading a length/count into ``var``: -1 means null. Compact lengths are varints holding
+    length + 1, read inline when they fit one byte; classic ones are int16 (strings) or int32."""
+    if compact:
+        return f"{var} = (t[0] if b'' < (t := io.read(1)) < b'\\x80' else _ruvx(io, t)) - 1"
+    unpack = "_h" if classic_width == 2 else "_i"
+    return f"{var}, = {unpack}(io.read({classic_width}))"
+
+
+def _emit_read_sized(kind: str, var: str, compact: bool, nullable: bool, ind: str) -> list[str]:
+    """Inline read of a string or bytes field: length, bounds check, then the bytes (decoded for strings)."""
+    out = [
+        ind + _emit_length(compact, "n", 2 if kind == "string" else 4),
+        f"{ind}if n >= 0:",
+        f"{ind}    {var} = io.read(n)",
+        f"{ind}    if len({var}) != n: _trunc(n, len({var}), {kind!r})",
+    ]
+    if kind == "string":
+        out.append(f"{ind}    {var} = {var}.decode('utf-8')")
+    if nullable:
+        out.append(f"{ind}elif n == -1: {var} = None")
+    out.append(f"{ind}else: _badlen(n, {kind!r})")
+    return out

@@ -182,6 +182,52 @@ def write_uuid(io: BytesIO, value: uuid.UUID | bytes | None) -> None:
         io.write(value)
 
 
+# ---------------------------------------------------------------- slow paths of the compiled fast paths
+# Compiled codecs read a length's first byte themselves (``t = io.read(1)``) and handle the common case
+# inline (one-byte varint, empty tagged section); anything else continues here with that byte given back.
+def read_uvarint_after(io: BytesIO, first: bytes) -> int:
+    """An unsigned (32-bit) varint whose first byte (b"" at the end of input) was already read."""
+    if not first:
+        raise ProtocolError("truncated varint")
+    result = first[0] & 0x7F
+    shift = 7
+    for _ in range(4):
+        b = io.read(1)
+        if not b:
+            raise ProtocolError("truncated varint")
+        byte = b[0]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result
+        shift += 7
+    raise ProtocolError("varint too long")
+
+
+def skip_tagged_after(io: BytesIO, first: bytes) -> None:
+    """A tagged-field section whose count's first byte was already read (and was not 0)."""
+    io.seek(-len(first), 1)
+    skip_tagged_fields(io)
+
+
+def truncated(needed: int, had: int, what: str) -> None:
+    raise ProtocolError(f"{what} length {needed} exceeds the {had} bytes left")
+
+
+def bad_length(n: int, what: str) -> None:
+    raise ProtocolError(f"invalid {what} length {n}")
+
+
+def check_count(io: BytesIO, n: int, nullable: bool, min_size: int) -> int:
+    """An array count already read (-1 for null): refuse negatives and counts the bytes left cannot hold."""
+    if n < 0:
+        if n == -1 and nullable:
+            return -1
+        raise ProtocolError(f"invalid array length {n}")
+    if n and n * max(min_size, 1) > remaining(io):
+        raise ProtocolError(f"array length {n} exceeds the {remaining(io)} bytes left")
+    return n
+
+
 # ---------------------------------------------------------------- tagged fields
 def skip_tagged_fields(io: BytesIO) -> None:
     """Read a tagged-field section that declares no known tags: skip every field."""

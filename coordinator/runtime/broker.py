@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 import trio
 
 from coordinator.config import Config
+from coordinator.core.coordinator import SUPPORTED_APIS
 from coordinator.metrics import Metrics
+from coordinator.runtime.group_commit import GroupCommit
+from coordinator.runtime.groups import GroupService
+from coordinator.runtime.topics import TopicService, topic_id
+from coordinator.storage.errors import StorageError
+from coordinator.storage.manager import LogManager
+from coordinator.storage_errors import StartupError
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 from protocol.messages import ALL
@@ -42,21 +49,50 @@ class Broker:
             18: self.handle_api_versions,
             3: self.handle_metadata,
         }
-        self.topics: dict[str, int] = {}  # topic -> partition count (hosted topics come later)
         self.connections: set[Connection] = set()
+        self.logs: LogManager | None = None
+        self.groups: GroupService | None = None
+        self.topic_service: TopicService | None = None
+        self.nursery: trio.Nursery  # set while running
         self.shutdown_requested = trio.Event()
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
-        """Open storage and load state; called before the listener binds."""
+        """Open storage (recovering every partition log); called before the listener binds."""
+        try:
+            self.logs = await trio.to_thread.run_sync(LogManager, self.config["data.dir"])
+        except (StorageError, OSError) as e:
+            raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
+        self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics)
+        self.groups = GroupService(self, self.logs, self.commit)
+        self.topic_service = ts = TopicService(self, self.logs, self.commit)
+        for key in SUPPORTED_APIS:
+            self.handlers[key] = self.groups.handle
+        self.handlers[10] = self.groups.handle_find_coordinator
+        self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
+                              19: ts.handle_create_topics, 20: ts.handle_delete_topics,
+                              22: ts.handle_init_producer_id})
 
     @asynccontextmanager
     async def running(self, nursery: trio.Nursery) -> AsyncIterator[None]:
-        """Background tasks (timers, group commit) live while the server accepts."""
-        yield
+        """Background tasks (group commit, loading, timers, retention) live while the server accepts."""
+        self.nursery = nursery
+        assert self.groups is not None and self.topic_service is not None
+        async with trio.open_nursery() as background:
+            background.start_soon(self.commit.run)
+            background.start_soon(self.groups.load_all)
+            background.start_soon(self.groups.timer_loop)
+            background.start_soon(self.topic_service.retention_loop)
+            try:
+                yield
+            finally:
+                background.cancel_scope.cancel()
 
     async def stop(self) -> None:
         """Flush and close storage; called once, shielded, at shutdown."""
+        if self.logs is not None:
+            await self.commit.flush_now()
+            await trio.to_thread.run_sync(self.logs.close)
 
     async def wait_idle(self) -> None:
         while any(c.slots for c in self.connections):
@@ -87,6 +123,8 @@ class Broker:
         self.metrics.connections.set(len(self.connections))
 
     def connection_closed(self, conn: Connection) -> None:
+        if self.groups is not None:
+            self.groups.connection_closed(conn)
         self.connections.discard(conn)
         self.metrics.connections.set(len(self.connections))
 
@@ -107,8 +145,7 @@ class Broker:
         return {"node_id": self.node_id, "host": self.advertised_host, "port": self.advertised_port,
                 "rack": None}
 
-    def topic_metadata(self, name: str) -> dict[str, Any]:
-        count = self.topics.get(name)
+    def topic_metadata(self, name: str, count: int | None) -> dict[str, Any]:
         if count is None:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
         parts = [
@@ -116,18 +153,25 @@ class Broker:
              "replica_nodes": [self.node_id], "isr_nodes": [self.node_id], "offline_replicas": []}
             for p in range(count)
         ]
-        return {"error_code": 0, "name": name, "is_internal": False, "partitions": parts}
+        return {"error_code": 0, "name": name, "topic_id": topic_id(name), "is_internal": False,
+                "partitions": parts}
 
     def handle_metadata(self, request: Request, slot: Slot) -> None:
         wanted = request.body.get("topics")
+        ts = self.topic_service
+        topics = ts.topics() if ts is not None else {}
         if wanted is None or (request.version == 0 and not wanted):
-            names = sorted(self.topics)  # null (or v0 empty) means all topics
+            names = sorted(topics)  # null (or v0 empty) means all topics
         else:
             names = [t["name"] for t in wanted if t.get("name") is not None]
+            allow = request.body.get("allow_auto_topic_creation", True)
+            for n in names:
+                if n not in topics and allow and ts is not None and ts.auto_create(n):
+                    topics = ts.topics()
         slot.complete({
             "throttle_time_ms": 0,
             "brokers": [self.broker_entry()],
             "cluster_id": self.config["cluster.id"],
             "controller_id": self.node_id,
-            "topics": [self.topic_metadata(n) for n in names],
+            "topics": [self.topic_metadata(n, topics.get(n)) for n in names],
         })

@@ -61,6 +61,7 @@ class Connection:
         self.stream = stream
         self.broker = broker
         self.peer = peer
+        self.host = peer.rsplit(":", 1)[0]
         self.client_id: str | None = None
         self.slots: deque[Slot] = deque()
         self.reader = FrameReader(broker.config["socket.request.max.bytes"])

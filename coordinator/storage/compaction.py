@@ -18,11 +18,16 @@ Rules:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from protocol.record_batch import (
-    BatchHeader, Record, UnsupportedCompressionError, decode_batch, rebuild_batch, split_batches,
+    BatchHeader,
+    Record,
+    UnsupportedCompressionError,
+    decode_batch,
+    rebuild_batch,
+    split_batches,
 )
 
 from .errors import LogOfflineError

@@ -13,10 +13,11 @@ Rules and invariants:
   Lock order: `_cleaner_lock` -> `_append_lock` -> `_flush_lock` -> `_lock`.
 - Failure: any write or fsync error takes the log offline for good (`LogOfflineError` on every later
   append/flush); the recovery point never advances past data whose fsync failed, and it is never retried.
-- Files: create/roll = write, fsync file, rename (where a rename applies), fsync directory. The closed
-  segment's index is written at roll; the active segment's index lives in memory and is rebuilt at open.
-- Recovery at open: segments whose index file is intact and which lie wholly below the checkpointed
-  recovery point are trusted; every other segment is scanned, with CRC checks for batches at or after
+- Files: create/roll = write, fsync file, rename (where a rename applies), fsync directory. A segment's
+  index is written at roll and, for the active segment, at clean close; it is trusted at open only if
+  its summary matches the file size (any later append or truncation makes it stale and ignored).
+- Recovery at open: segments whose index file is intact, matches the file size and which lie wholly
+  below the checkpointed recovery point are trusted (a clean restart reads only index files); every other segment is scanned, with CRC checks for batches at or after
   the recovery point. The first bad or partial batch truncates the log there (later segments are
   deleted) with a warning; a torn tail never stops startup. Scanned data is then fsynced, so after open
   the recovery point equals the log end.
@@ -29,18 +30,30 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 from protocol.record_batch import (
-    BatchHeader, CorruptBatchError, UnsupportedCompressionError, decode_batch, parse_header, validate_batch,
+    BatchHeader,
+    CorruptBatchError,
+    UnsupportedCompressionError,
+    decode_batch,
+    parse_header,
+    validate_batch,
 )
 
 from .errors import LogOfflineError, OffsetOutOfRangeError, StorageError
 from .fs import FileSystem
 from .index import OffsetIndex, decode_index_file, encode_index_file
 from .segment import (
-    INDEX_SUFFIX, Segment, iter_batches, parse_segment_name, read_batches_from, scan, segment_file_name,
+    INDEX_SUFFIX,
+    Segment,
+    iter_batches,
+    parse_segment_name,
+    read_batches_from,
+    scan,
+    segment_file_name,
 )
 
 log = logging.getLogger(__name__)
@@ -108,6 +121,7 @@ class PartitionLog:
         if not bases:
             self._segments.append(self._create_segment(log_start))
             self._recovery_point = self._log_start = log_start
+            self._write_checkpoint()
             return
         to_sync = self._load_segments(bases, recovery_point)
         self._drop_segments_below(log_start)
@@ -133,8 +147,8 @@ class PartitionLog:
                 break
             fd = self.fs.open(path, os.O_RDWR)
             file_size = self.fs.file_size(fd)
-            is_last = i == len(bases) - 1
-            seg = None if is_last else self._trusted_segment(base, fd, file_size, bases[i + 1], recovery_point)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            seg = self._trusted_segment(base, fd, file_size, next_base, recovery_point)
             if seg is None:
                 seg, error = self._scan_segment(base, fd, file_size, recovery_point)
                 to_sync.append(seg)
@@ -147,15 +161,20 @@ class PartitionLog:
             expected = seg.next_offset
         return to_sync
 
-    def _trusted_segment(self, base: int, fd: int, file_size: int, next_base: int, rp: int) -> Segment | None:
-        if next_base > rp:
+    def _trusted_segment(self, base: int, fd: int, file_size: int, next_base: int | None, rp: int
+                         ) -> Segment | None:
+        """The segment as its index file describes it, if that file is intact, matches the file size and
+        the segment lies below the recovery point; else None (scan it)."""
+        if next_base is not None and next_base > rp:
             return None
         data = self.fs.read_file(os.path.join(self.directory, f"{base:020d}{INDEX_SUFFIX}"))
         parsed = decode_index_file(data, self.config.index_interval_bytes) if data else None
         if parsed is None:
             return None
         index, summary = parsed
-        if summary.valid_bytes != file_size or not base <= summary.next_offset <= next_base:
+        if summary.valid_bytes != file_size or not base <= summary.next_offset <= rp:
+            return None
+        if next_base is not None and summary.next_offset > next_base:
             return None
         return Segment(base, self.directory, fd, index, file_size, summary.next_offset, summary.max_timestamp)
 
@@ -372,12 +391,23 @@ class PartitionLog:
         if self._offline is None:
             try:
                 self.flush()
+                self._write_active_index()
                 self.checkpoint()
             except LogOfflineError:
                 pass
         with self._cleaner_lock, self._append_lock, self._flush_lock, self._lock:
             self._closed = True
             self._close_fds()
+
+    def _write_active_index(self) -> None:
+        """At clean close: lets the next open trust the active segment too (a later append changes the
+        file size, so a stale index file is never trusted)."""
+        with self._append_lock, self._flush_lock:
+            seg = self._segments[-1]
+            try:
+                self.fs.write_atomic(seg.index_path, encode_index_file(seg.index, seg.summary()))
+            except OSError as exc:
+                raise self._go_offline("index write", exc) from exc
 
     def _close_fds(self) -> None:
         for seg in self._segments:

@@ -13,8 +13,9 @@ Rules:
 from __future__ import annotations
 
 import os
+import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import crc32c
 
@@ -26,6 +27,7 @@ from .index import IndexSummary, OffsetIndex
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 SCAN_CHUNK = 4 * 1024 * 1024
+_HEAD = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta (bytes 0-26 of a header)
 
 
 def segment_file_name(base_offset: int) -> str:
@@ -122,8 +124,7 @@ def scan(
                 offsets.append(base)
                 positions.append(pos + p)
                 last_indexed = pos + p
-            if max_ts > max_timestamp:
-                max_timestamp = max_ts
+            max_timestamp = max(max_timestamp, max_ts)
             next_offset = base + lod + 1
             batches += 1
             p += size
@@ -168,19 +169,34 @@ def read_batches_from(
     fs: FileSystem, seg: Segment, offset: int, max_bytes: int, upper: int
 ) -> bytes:
     """Bytes of whole batches starting at the batch that contains `offset` (or the first batch after it),
-    holding at least one batch, at most `max_bytes` otherwise, none whose base offset is >= `upper`."""
-    start = end = -1
-    for loc in iter_batches(fs, seg, seg.index.lookup(offset)):
-        if start < 0:
-            if loc.last_offset < offset:
-                continue
-            if loc.base_offset >= upper:
-                return b""
-            start, end = loc.position, loc.position + loc.size
-            continue
-        if loc.base_offset >= upper or loc.position + loc.size - start > max_bytes:
+    holding at least one batch, at most `max_bytes` otherwise, none whose base offset is >= `upper`.
+
+    Walks headers only (base offset, length, lastOffsetDelta) from the index position, then reads the
+    chosen byte range with one pread."""
+    start = stop = -1
+    pos = seg.index.lookup(offset)
+    end = seg.size
+    chunk_size = max(65536, min(max_bytes, 16 << 20))
+    while pos < end:
+        data = fs.pread(seg.fd, min(chunk_size, end - pos), pos)
+        n = len(data)
+        p = 0
+        while n - p >= _HEAD.size:
+            base, length, lod = _HEAD.unpack_from(data, p)
+            size = length + LOG_OVERHEAD
+            if start < 0:
+                if base + lod >= offset:
+                    if base >= upper:
+                        return b""
+                    start, stop = pos + p, pos + p + size
+            elif base >= upper or pos + p + size - start > max_bytes:
+                return fs.pread(seg.fd, stop - start, start)
+            else:
+                stop = pos + p + size
+            p += size
+        if p == 0:
             break
-        end = loc.position + loc.size
+        pos += p
     if start < 0:
         return b""
-    return fs.pread(seg.fd, end - start, start)
+    return fs.pread(seg.fd, stop - start, start)

@@ -26,12 +26,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import body as body_strategy  # type: ignore[import-not-found]
 
 from protocol import codec
+from protocol.compiler import KStruct, Resolved
 from protocol.headers import RequestHeader
 from protocol.messages import ALL
-
-from strategies import body as body_strategy  # type: ignore[import-not-found]
+from protocol.schema import Versions
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # importing kafka-python loads every schema and warns
@@ -127,7 +128,41 @@ def _from_kafka_value(fd: Any, v: Any, version: int) -> Any:
     return v
 
 
-# --------------------------------------------------------------------- the checks
+# --------------------------------------------------------------------- one frame each way
+def check_request(key: int, version: int, value: dict[str, Any], correlation_id: int, client_id: str | None) -> None:
+    """kafka-python encodes the whole request frame; ours decodes header and body to the same values."""
+    cls = kafka_class(ALL[key].name, "Request")
+    message = cls[version](**to_kafka(cls._struct, cls.__name__, value, version))
+    message.with_header(correlation_id=correlation_id, client_id=client_id)
+    frame = bytes(message.encode(header=True, framed=True))
+
+    request = codec.decode_request(frame[4:])
+    assert request.header == RequestHeader(key, version, correlation_id, client_id)
+    assert request.body == value
+    theirs = cls.decode(frame, version=version, header=True, framed=True)
+    assert from_kafka(cls._struct, cls.__name__, theirs, version) == value
+    assert codec.encode_request(key, version, correlation_id, client_id, value) == frame
+
+
+def check_response(key: int, version: int, value: dict[str, Any], correlation_id: int) -> None:
+    """Ours encodes the whole response frame; kafka-python decodes header and body to the same values."""
+    cls = kafka_class(ALL[key].name, "Response")
+    frame = codec.encode_response(key, version, correlation_id, value)
+
+    theirs = cls.decode(frame, version=version, header=True, framed=True)
+    assert theirs.header.correlation_id == correlation_id
+    assert from_kafka(cls._struct, cls.__name__, theirs, version) == value
+    message = cls[version](**to_kafka(cls._struct, cls.__name__, value, version))
+    message.with_header(correlation_id=correlation_id)
+    assert bytes(message.encode(header=True, framed=True)) == frame
+
+
+def _readable_response(key: int, value: dict[str, Any]) -> dict[str, Any]:
+    """kafka-python reads an ApiVersions body as v0 whenever error_code != 0 (Kafka's rule): use 0."""
+    return {**value, "error_code": 0} if key == 18 else value
+
+
+# --------------------------------------------------------------------- small random values (hypothesis)
 _SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 _CORRELATION = st.integers(-(2**31), 2**31 - 1)
 _CLIENT_ID = st.one_of(st.none(), st.text(max_size=10))
@@ -135,53 +170,99 @@ _CLIENT_ID = st.one_of(st.none(), st.text(max_size=10))
 
 @pytest.mark.parametrize(("key", "version"), CASES, ids=IDS)
 def test_kafka_python_request_frames_decode_with_ours(key: int, version: int) -> None:
-    schema = ALL[key]
-    cls = kafka_class(schema.name, "Request")
     ours = codec.codec_for(key, version, True)
 
     @_SETTINGS
     @given(body_strategy(ours.struct), _CORRELATION, _CLIENT_ID)
     def check(value: dict[str, Any], correlation_id: int, client_id: str | None) -> None:
-        message = cls[version](**to_kafka(cls._struct, cls.__name__, value, version))
-        message.with_header(correlation_id=correlation_id, client_id=client_id)
-        frame = bytes(message.encode(header=True, framed=True))
-
-        request = codec.decode_request(frame[4:])
-        assert request.header == RequestHeader(key, version, correlation_id, client_id)
-        assert request.body == value
-        theirs = cls.decode(frame, version=version, header=True, framed=True)
-        assert from_kafka(cls._struct, cls.__name__, theirs, version) == value
-        assert codec.encode_request(key, version, correlation_id, client_id, value) == frame
+        check_request(key, version, value, correlation_id, client_id)
 
     check()
 
 
 @pytest.mark.parametrize(("key", "version"), CASES, ids=IDS)
 def test_our_response_frames_decode_with_kafka_python(key: int, version: int) -> None:
-    schema = ALL[key]
-    cls = kafka_class(schema.name, "Response")
     ours = codec.codec_for(key, version, False)
 
     @_SETTINGS
     @given(body_strategy(ours.struct), _CORRELATION)
     def check(value: dict[str, Any], correlation_id: int) -> None:
-        if key == 18:  # kafka-python reads an ApiVersions body as v0 whenever error_code != 0
-            value = {**value, "error_code": 0}
-        frame = codec.encode_response(key, version, correlation_id, value)
-
-        theirs = cls.decode(frame, version=version, header=True, framed=True)
-        assert theirs.header.correlation_id == correlation_id
-        assert from_kafka(cls._struct, cls.__name__, theirs, version) == value
-        message = cls[version](**to_kafka(cls._struct, cls.__name__, value, version))
-        message.with_header(correlation_id=correlation_id)
-        assert bytes(message.encode(header=True, framed=True)) == frame
+        check_response(key, version, _readable_response(key, value), correlation_id)
 
     check()
 
 
+# --------------------------------------------------------------------- large values: multi-byte varints
+def big_body(ks: KStruct, depth: int = 0) -> dict[str, Any]:
+    """Every field set to a non-default value whose length needs a 2-byte varint (>= 128) in compact form:
+    200-byte non-ASCII strings, 300-byte bytes, 130-element arrays (at the top level), tagged fields set."""
+    out: dict[str, Any] = {}
+    for n, r in enumerate(ks.kfields):
+        if r.kind == "array":
+            count = 130 if depth == 0 else 2
+            out[r.name] = [_big_value(r, depth, n + i) for i in range(count)]
+        else:
+            out[r.name] = _big_value(r, depth, n)
+    return out
+
+
+def _big_value(r: Resolved, depth: int, n: int) -> Any:
+    """A large value of ``r``'s (element) type."""
+    t = r.type
+    if t == "struct":
+        assert r.sub is not None
+        return big_body(r.sub, depth + 1)
+    if t == "string":
+        return ("é-" + str(n)) * (200 // (2 + len(str(n))) + 1)
+    if t in ("bytes", "records"):
+        return bytes(range(256)) + bytes(44 + n)
+    if t == "uuid":
+        return uuid.UUID(int=(n + 1) * 0x0123456789ABCDEF)
+    if t == "bool":
+        return True
+    extreme = {"int8": -100, "int16": -30000, "uint16": 65000, "int32": -(2**31) + n, "int64": 2**63 - 1 - n}
+    return extreme[t]
+
+
+@pytest.mark.parametrize(("key", "version"), CASES, ids=IDS)
+def test_large_values_cross_both_ways(key: int, version: int) -> None:
+    request = big_body(codec.codec_for(key, version, True).struct)
+    check_request(key, version, request, 2**31 - 1, "client-" + "ü" * 150)
+    response = big_body(codec.codec_for(key, version, False).struct)
+    check_response(key, version, _readable_response(key, response), -(2**31))
+
+
+# --------------------------------------------------------------------- defaults
+# Fields whose default (what an encoder writes when the value is missing) differs, each for a stated reason:
+# - ours writes null for a missing field that is nullable in that version; Kafka's generated code and
+#   kafka-python write the zero value ("" / []) unless the JSON says "default": "null";
+# - kafka-python patches ListOffsets' replica_id default to -1 (Kafka's JSON has none, i.e. 0).
+DEFAULT_DIFFERENCES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
+    ("ListOffsets", "Request"): ("0+", frozenset({"replica_id"})),
+    ("Metadata", "Request"): ("1+", frozenset({"topics"})),
+    ("OffsetFetch", "Request"): ("2-7", frozenset({"topics"})),
+    ("InitProducerId", "Request"): ("0+", frozenset({"transactional_id"})),
+    ("FindCoordinator", "Response"): ("1-3", frozenset({"error_message"})),
+    ("JoinGroup", "Response"): ("7+", frozenset({"protocol_name"})),
+}
+
+
+def expected_default_differences(name: str, side: str, version: int) -> frozenset[str]:
+    spec, fields = DEFAULT_DIFFERENCES.get((name, side), ("none", frozenset()))
+    return fields if version in Versions.parse(spec) else frozenset()
+
+
 @pytest.mark.parametrize(("key", "version"), CASES, ids=IDS)
 @pytest.mark.parametrize("side", ["Request", "Response"])
-def test_a_body_with_no_values_encodes_kafkas_defaults_on_both_sides(key: int, version: int, side: str) -> None:
-    cls = kafka_class(ALL[key].name, side)
-    theirs = bytes(cls[version]().encode())
-    assert codec.encode_body(key, version, side == "Request", {}) == theirs
+def test_a_body_with_no_values_encodes_kafkas_defaults(key: int, version: int, side: str) -> None:
+    name = ALL[key].name
+    is_request = side == "Request"
+    theirs = bytes(kafka_class(name, side)[version]().encode())
+    their_values = codec.decode_body(key, version, is_request, theirs)
+    our_values = codec.decode_body(key, version, is_request, codec.encode_body(key, version, is_request, {}))
+
+    differ = frozenset(k for k in our_values if our_values[k] != their_values[k])
+    assert differ == expected_default_differences(name, side, version)
+    # and with those fields given kafka-python's values, the bytes are the same
+    given_values = {k: their_values[k] for k in differ}
+    assert codec.encode_body(key, version, is_request, given_values) == theirs

@@ -1,0 +1,267 @@
+"""AdminClient: describe the cluster, list/describe/delete groups, read group offsets, manage topics.
+
+Rules:
+- Every result is a plain dataclass (the ``groupcoord groups ...`` CLI prints them); per-group and
+  per-topic error codes are returned in the results, not raised, so one bad group does not hide the others.
+  A request that fails as a whole (connection lost, timeout, a top-level error) raises.
+- Group requests go to the group's coordinator, found with FindCoordinator (to the least-loaded node) and
+  remembered per group. NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE forget it and look again;
+  COORDINATOR_LOAD_IN_PROGRESS retries the same node; both after ``retry_backoff_ms``, until
+  ``request_timeout_ms`` has passed, when the last error is returned (or raised for whole-request errors).
+- ListGroups asks every node and merges the answers (each node lists the groups it coordinates).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from protocol.errors import ErrorCode, error_name
+
+from client.cluster import Cluster, Node
+from client.consumer_protocol import ConsumerProtocolError, TopicPartition, decode_assignment
+from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, check, error_for
+from client.offsets import OFFSET_FETCH, OffsetAndMetadata, offset_fetch_body, parse_offset_fetch
+
+LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 16, 15, 42, 19, 20
+_RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
+_RELOOKUP = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[Node]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None  # None when the node is too old to say (ListGroups < v4)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[TopicPartition, ...]  # decoded for protocol type "consumer", else ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    coordinator: Node | None
+    error_code: int = 0
+
+    @property
+    def error(self) -> str | None:
+        return error_name(self.error_code) if self.error_code else None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupResult:
+    """The outcome of an operation on one group (e.g. delete_groups)."""
+
+    group_id: str
+    error_code: int
+
+    @property
+    def error(self) -> str | None:
+        return error_name(self.error_code) if self.error_code else None
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        return error_name(self.error_code) if self.error_code else None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    partitions: int
+    is_internal: bool
+
+
+class AdminClient:
+    def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "groupcoord-admin",
+                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100) -> None:
+        self.cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self._coordinators: dict[str, Node] = {}
+
+    def close(self) -> None:
+        self.cluster.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ cluster
+    def describe_cluster(self) -> ClusterDescription:
+        self.cluster.refresh_metadata([])
+        return ClusterDescription(self.cluster.cluster_id, self.cluster.controller_id,
+                                  sorted(self.cluster.nodes.values(), key=lambda n: n.node_id))
+
+    # ------------------------------------------------------------------ groups
+    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        wanted = None if states is None else list(states)
+        self.cluster.refresh_metadata(None)
+        found: dict[str, GroupListing] = {}
+        for node_id in sorted(self.cluster.nodes):
+            version, resp = self.cluster.connection(node_id).send(
+                LIST_GROUPS, {"states_filter": wanted or [], "types_filter": []})
+            check(resp["error_code"])
+            for g in resp["groups"]:
+                state = g.get("group_state") if version >= 4 else None
+                if wanted and version < 4:
+                    continue  # the node cannot filter or tell the state: leave it out rather than guess
+                found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], state)
+        return sorted(found.values(), key=lambda g: g.group_id)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
+        out: list[GroupDescription] = []
+        for gid in group_ids:
+            _, resp, node = self._group_request(
+                gid, DESCRIBE_GROUPS, {"groups": [gid], "include_authorized_operations": False},
+                lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
+            g = resp["groups"][0]
+            members = [_member(m, g["protocol_type"]) for m in g["members"]]
+            out.append(GroupDescription(g["group_id"], g["group_state"], g["protocol_type"], g["protocol_data"],
+                                        members, node, g["error_code"]))
+        return out
+
+    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+                           ) -> dict[TopicPartition, OffsetAndMetadata]:
+        parts = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        version, resp, _ = self._group_request(
+            group_id, OFFSET_FETCH, offset_fetch_body(group_id, parts),
+            lambda r: _offset_fetch_error(r, group_id))
+        group_error, offsets, errors = parse_offset_fetch(version, resp, group_id)
+        check(group_error)
+        if errors:
+            tp, code = next(iter(errors.items()))
+            raise error_for(code, f"{tp}")
+        return offsets
+
+    def delete_groups(self, group_ids: Iterable[str]) -> list[GroupResult]:
+        results: list[GroupResult] = []
+        for gid in group_ids:
+            try:
+                _, resp, _ = self._group_request(gid, DELETE_GROUPS, {"groups_names": [gid]},
+                                                 lambda r: r["results"][0]["error_code"] if r["results"] else 0)
+            except KafkaError as e:
+                code = getattr(e, "code", None)
+                if code is None:
+                    raise
+                results.append(GroupResult(gid, code))
+                continue
+            entry = next((r for r in resp["results"] if r["group_id"] == gid), None)
+            results.append(GroupResult(gid, entry["error_code"] if entry else ErrorCode.UNKNOWN_SERVER_ERROR))
+        return results
+
+    # ------------------------------------------------------------------ topics
+    def create_topics(self, topics: Iterable[NewTopic] | Mapping[str, int], *, timeout_ms: int = 30000,
+                      validate_only: bool = False) -> list[TopicResult]:
+        new = ([NewTopic(n, c) for n, c in topics.items()] if isinstance(topics, Mapping) else list(topics))
+        body = {"topics": [{"name": t.name, "num_partitions": t.num_partitions,
+                            "replication_factor": t.replication_factor, "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in t.configs.items()]} for t in new],
+                "timeout_ms": timeout_ms, "validate_only": validate_only}
+        _, resp = self._controller().send(CREATE_TOPICS, body, timeout_ms=timeout_ms + self.request_timeout_ms)
+        return [TopicResult(t["name"], t["error_code"], t.get("error_message")) for t in resp["topics"]]
+
+    def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30000) -> list[TopicResult]:
+        names = list(names)
+        body = {"topic_names": names, "topics": [{"name": n} for n in names], "timeout_ms": timeout_ms}
+        _, resp = self._controller().send(DELETE_TOPICS, body, timeout_ms=timeout_ms + self.request_timeout_ms)
+        return [TopicResult(r["name"], r["error_code"], r.get("error_message")) for r in resp["responses"]]
+
+    def list_topics(self) -> dict[str, TopicDescription]:
+        self.cluster.refresh_metadata(None)
+        return {n: TopicDescription(n, len(t.partitions), t.is_internal)
+                for n, t in sorted(self.cluster.topics.items())}
+
+    # ------------------------------------------------------------------ routing
+    def _controller(self) -> Any:
+        self.cluster.refresh_metadata(None)
+        if self.cluster.controller_id in self.cluster.nodes:
+            return self.cluster.connection(self.cluster.controller_id)
+        return self.cluster.least_loaded_connection()
+
+    def _coordinator(self, group_id: str, deadline: float) -> Node:
+        node = self._coordinators.get(group_id)
+        while node is None:
+            try:
+                node = self.cluster.find_coordinator(group_id)
+            except (KafkaError) as e:
+                if not e.retriable or time.monotonic() >= deadline:
+                    raise
+                time.sleep(self.retry_backoff_ms / 1000)
+        self._coordinators[group_id] = node
+        return node
+
+    def _group_request(self, group_id: str, api_key: int, body: Any, error_of: Callable[[dict[str, Any]], int]
+                       ) -> tuple[int, dict[str, Any], Node]:
+        """Send to the group's coordinator, retrying coordinator moves and loading (module rules)."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        while True:
+            node = self._coordinator(group_id, deadline)
+            try:
+                version, resp = self.cluster.coordinator_connection(node).send(api_key, body)
+            except (KafkaConnectionError, RequestTimedOutError):
+                self._coordinators.pop(group_id, None)
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(self.retry_backoff_ms / 1000)
+                continue
+            code = error_of(resp)
+            if code not in _RETRY_SAME and code not in _RELOOKUP:
+                return version, resp, node
+            if code in _RELOOKUP:
+                self._coordinators.pop(group_id, None)
+            if time.monotonic() >= deadline:
+                return version, resp, node
+            time.sleep(self.retry_backoff_ms / 1000)
+
+
+def _offset_fetch_error(resp: dict[str, Any], group_id: str) -> int:
+    if "groups" in resp and resp["groups"]:
+        return next((g["error_code"] for g in resp["groups"] if g["group_id"] == group_id), 0)
+    return resp.get("error_code", 0)
+
+
+def _member(m: dict[str, Any], protocol_type: str) -> MemberDescription:
+    assignment: tuple[TopicPartition, ...] = ()
+    if protocol_type == "consumer" and m["member_assignment"]:
+        try:
+            assignment = decode_assignment(m["member_assignment"]).assigned_partitions
+        except ConsumerProtocolError:
+            assignment = ()
+    return MemberDescription(m["member_id"], m.get("group_instance_id"), m["client_id"], m["client_host"],
+                             assignment)

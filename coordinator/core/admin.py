@@ -1,0 +1,113 @@
+"""DescribeGroups (15), ListGroups (16) and DeleteGroups (42).
+
+Describe: per group; a shard that is loading/not owned answers its error with empty fields; an unknown
+group is described as "Dead" (v6+: with GROUP_ID_NOT_FOUND); a Stable group lists members with their
+metadata for the selected protocol and their assignment, any other state lists members without them.
+List: every group of every ACTIVE shard, filtered by state (v4+, case-insensitive) and type (v5+: all our
+groups are "classic"); error COORDINATOR_LOAD_IN_PROGRESS while any shard loads.
+Delete: only Empty groups (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND if unknown): the group turns
+Dead, is removed from memory at once, and tombstones are written for its offsets and (if it ever had a
+generation) its metadata; the response is released once those are durable, or carries the write error.
+"""
+
+from __future__ import annotations
+
+from .env import Env
+from .errors import Err
+from .group import DEAD, EMPTY, STABLE
+from .outcome import Effects
+from .records import encode_group_key, encode_offset_key
+from .shard import ShardStatus
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def handle_describe_groups(env: Env, fx: Effects, version: int, req: dict, token: object,
+                           client_id: str = "", client_host: str = "") -> None:
+    fx.complete(token, {"groups": [_describe(env, version, gid) for gid in req.get("groups") or ()]})
+
+
+def _describe(env: Env, version: int, group_id: str) -> dict:
+    out = {"error_code": 0, "error_message": None, "group_id": group_id, "group_state": "",
+           "protocol_type": "", "protocol_data": "", "members": [],
+           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
+    if error is not None:
+        out["error_code"] = int(error)
+        return out
+    group = env.group(group_id)
+    if group is None:
+        out["group_state"] = DEAD.value
+        if version >= 6:
+            out["error_code"] = int(Err.GROUP_ID_NOT_FOUND)
+            out["error_message"] = f"Group {group_id} not found."
+        return out
+    stable = group.state is STABLE
+    protocol = group.protocol_name or ""
+    out["group_state"] = group.state.value
+    out["protocol_type"] = group.protocol_type or ""
+    out["protocol_data"] = protocol if stable else ""
+    out["members"] = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                       "client_id": m.client_id, "client_host": m.client_host,
+                       "member_metadata": m.metadata(protocol) if stable else b"",
+                       "member_assignment": m.assignment if stable else b""}
+                      for m in group.members.values()]
+    return out
+
+
+def handle_list_groups(env: Env, fx: Effects, version: int, req: dict, token: object,
+                       client_id: str = "", client_host: str = "") -> None:
+    states = {s.lower() for s in req.get("states_filter") or ()} if version >= 4 else set()
+    types = {t.lower() for t in req.get("types_filter") or ()} if version >= 5 else set()
+    loading = any(s.status is ShardStatus.LOADING for s in env.shards)
+    groups = []
+    if not types or "classic" in types:
+        for shard in env.shards:
+            if shard.status is not ShardStatus.ACTIVE:
+                continue
+            for group in shard.groups.values():
+                if states and group.state.value.lower() not in states:
+                    continue
+                groups.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
+                               "group_state": group.state.value, "group_type": "classic"})
+    error = Err.COORDINATOR_LOAD_IN_PROGRESS if loading else Err.NONE
+    fx.complete(token, {"error_code": int(error), "groups": groups})
+
+
+def handle_delete_groups(env: Env, fx: Effects, version: int, req: dict, token: object,
+                         client_id: str = "", client_host: str = "") -> None:
+    results, deleted = [], []
+    for group_id in req.get("groups_names") or ():
+        error = env.status_error(group_id) if group_id is not None else Err.INVALID_GROUP_ID
+        if error is None:
+            error = _delete(env, fx, group_id)
+            if error == Err.NONE:
+                deleted.append(group_id)
+        results.append({"group_id": group_id, "error_code": int(error)})
+    fx.complete(token, {"results": results})
+    if deleted and fx.records:
+        def on_fail(fail_fx: Effects, error: int) -> None:
+            fail_fx.complete(token, {"results": [
+                {"group_id": r["group_id"], "error_code": error if r["group_id"] in deleted else r["error_code"]}
+                for r in results]})
+        fx.on_fail(on_fail)
+
+
+def _delete(env: Env, fx: Effects, group_id: str) -> Err:
+    shard = env.shard_of(group_id)
+    group = shard.groups.get(group_id)
+    if group is None:
+        return Err.GROUP_ID_NOT_FOUND
+    if group.state is not EMPTY:
+        return Err.NON_EMPTY_GROUP
+    group.transition(DEAD, fx.now_ms)
+    del shard.groups[group_id]
+    for member_id in group.pending_members:
+        env.timers.cancel(("member", group_id, member_id))
+    for topic, partition in shard.offsets.pop(group_id, {}):
+        fx.write(shard.shard_id, encode_offset_key(group_id, topic, partition), None)
+    if group.generation > 0:
+        fx.write(shard.shard_id, encode_group_key(group_id), None)
+    return Err.NONE
+
+

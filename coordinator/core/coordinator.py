@@ -1,0 +1,274 @@
+"""The group coordinator: N shards (offsets partitions), one request entry point, timers, writes.
+
+Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does I/O):
+- ``handle(api_key, version, request, token, now_ms, client_id=, client_host=) -> Outcome`` for the group
+  APIs in SUPPORTED_APIS. Requests are decoded dicts (Kafka JSON field names in snake_case). A request
+  whose answer must wait (JoinGroup during a rebalance, a follower's SyncGroup) gets no completion yet;
+  a later Outcome (of any call) completes it. Tokens must be hashable and unique per request.
+- ``Outcome.records`` must be appended in order; then ``on_appended(write_id)`` (replays them and
+  finishes bookkeeping) and release ``Outcome.completions``; or, if they are not durable,
+  ``on_append_failed(write_id, now_ms, error)`` whose Outcome replaces those completions. An Outcome
+  without records has ``write_id`` None and its completions may be released at once.
+- ``on_timers(now_ms)`` fires due timers; ``next_deadline()`` says when to call it next. ``handle`` also
+  fires timers that are already due.
+- Loading: ``begin_loading(shard)``, ``replay(shard, key, value)`` for every stored record in order,
+  ``finish_loading(shard, now_ms)``; ``unload(shard, now_ms)`` answers parked requests NOT_COORDINATOR.
+- ``connection_closed(tokens)``: parked requests of those tokens will never be answered.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .admin import handle_delete_groups, handle_describe_groups, handle_list_groups
+from .config import GroupConfig
+from .env import Env
+from .errors import Err
+from .group import DEAD, STABLE
+from .join import handle_join
+from .member import DROPPED
+from .membership import handle_heartbeat, handle_leave, handle_sync
+from .offsets import expire_offsets, handle_offset_commit, handle_offset_fetch
+from .outcome import Effects, Outcome, Record
+from .rebalance import fence_parked, on_join_timer, on_member_timer, on_sync_timer, schedule_heartbeat
+from .records import OffsetCommitValue
+from .shard import Shard, ShardStatus
+from .sharding import partition_for
+
+# api key -> (name, lowest version, highest version) served by the core
+SUPPORTED_APIS: dict[int, tuple[str, int, int]] = {
+    8: ("OffsetCommit", 2, 9), 9: ("OffsetFetch", 1, 9), 11: ("JoinGroup", 0, 9), 12: ("Heartbeat", 0, 4),
+    13: ("LeaveGroup", 0, 5), 14: ("SyncGroup", 0, 5), 15: ("DescribeGroups", 0, 6),
+    16: ("ListGroups", 0, 5), 42: ("DeleteGroups", 0, 2),
+}
+
+_HANDLERS = {
+    8: handle_offset_commit, 9: handle_offset_fetch, 11: handle_join, 12: handle_heartbeat, 13: handle_leave,
+    14: handle_sync, 15: handle_describe_groups, 16: handle_list_groups, 42: handle_delete_groups,
+}
+
+
+class SeededIds:
+    """Deterministic UUID-4-shaped id generator (inject ``lambda: str(uuid.uuid4())`` in production)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = random.Random(seed)
+
+    def __call__(self) -> str:
+        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    group_id: str
+    shard_id: int
+    state: str
+    generation: int
+    protocol_type: str | None
+    protocol: str | None
+    leader: str | None
+    members: tuple[str, ...]
+    pending_members: int
+    last_rebalance_ms: int | None
+
+
+@dataclass(slots=True)
+class _PendingWrite:
+    records: list[Record]
+    completions: list[tuple[object, dict]]
+    done: list
+    fail: list
+
+
+class Coordinator:
+    def __init__(self, config: GroupConfig | None = None, new_id: Callable[[], str] | None = None) -> None:
+        cfg = config or GroupConfig()
+        self.config = cfg
+        self._env = Env(cfg, new_id or SeededIds(), [Shard(i) for i in range(cfg.offsets_topic_num_partitions)])
+        self._writes: dict[int, _PendingWrite] = {}
+        self._next_write = 1
+
+    # ------------------------------------------------------------ routing
+
+    def shard_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def shard_status(self, shard_id: int) -> ShardStatus:
+        return self._env.shards[shard_id].status
+
+    # ------------------------------------------------------------ requests and timers
+
+    def handle(self, api_key: int, version: int, request: dict, token: object, now_ms: int, *,
+               client_id: str = "", client_host: str = "") -> Outcome:
+        handler = _HANDLERS.get(api_key)
+        if handler is None:
+            raise ValueError(f"api key {api_key} is not served by the group coordinator")
+        fx = Effects(now_ms)
+        handler(self._env, fx, version, request, token, client_id, client_host)
+        self._fire_due(fx)
+        return self._finish(fx)
+
+    def on_timers(self, now_ms: int) -> Outcome:
+        fx = Effects(now_ms)
+        self._fire_due(fx)
+        return self._finish(fx)
+
+    def next_deadline(self) -> int | None:
+        return self._env.timers.next_deadline()
+
+    def _fire_due(self, fx: Effects) -> None:
+        env = self._env
+        while (key := env.timers.pop_due(fx.now_ms)) is not None:
+            kind = key[0]
+            if kind == "retention":
+                shard = env.shards[key[1]]
+                if shard.status is ShardStatus.ACTIVE:
+                    expire_offsets(env, fx, shard)
+                    env.timers.schedule(key, fx.now_ms + max(env.cfg.offsets_retention_check_interval_ms, 1))
+                continue
+            group = env.group(key[1])
+            if group is None:
+                continue
+            if kind == "member":
+                on_member_timer(env, fx, group, key[2])
+            elif kind == "join":
+                on_join_timer(env, fx, group)
+            elif kind == "sync":
+                on_sync_timer(env, fx, group)
+
+    def connection_closed(self, tokens: Iterable[object]) -> None:
+        env = self._env
+        for token in tokens:
+            where = env.parked.pop(token, None)
+            group = env.group(where[0]) if where else None
+            member = group.members.get(where[1]) if group else None
+            if member is None:
+                continue
+            if member.join is not None and member.join[0] == token:
+                member.join = (DROPPED, member.join[1])
+            if member.sync is not None and member.sync[0] == token:
+                member.sync = (DROPPED, member.sync[1])
+
+    # ------------------------------------------------------------ writes
+
+    def _finish(self, fx: Effects) -> Outcome:
+        if not fx.records:
+            assert not fx.done_hooks and not fx.fail_hooks, "write hooks without records"
+            return Outcome([], fx.completions, None)
+        write_id = self._next_write
+        self._next_write += 1
+        self._writes[write_id] = _PendingWrite(fx.records, fx.completions, fx.done_hooks, fx.fail_hooks)
+        return Outcome(fx.records, fx.completions, write_id)
+
+    def on_appended(self, write_id: int) -> None:
+        write = self._writes.pop(write_id)
+        shards = self._env.shards
+        for shard_id, key, value in write.records:
+            shard = shards[shard_id]
+            if shard.status is ShardStatus.ACTIVE:
+                shard.replay(key, value)
+        for hook in write.done:
+            hook()
+
+    def on_append_failed(self, write_id: int, now_ms: int, error: int = Err.NOT_COORDINATOR) -> Outcome:
+        write = self._writes.pop(write_id)
+        fx = Effects(now_ms)
+        for hook in write.fail:
+            hook(fx, int(error))
+        replaced = {id(token) for token, _ in fx.completions}
+        for token, response in write.completions:
+            if id(token) not in replaced:
+                fx.complete(token, response)
+        return self._finish(fx)
+
+    def pending_writes(self) -> int:
+        return len(self._writes)
+
+    # ------------------------------------------------------------ loading
+
+    def begin_loading(self, shard_id: int) -> None:
+        shard = self._env.shards[shard_id]
+        if shard.status is ShardStatus.ACTIVE:
+            raise ValueError(f"shard {shard_id} is active: unload it before loading")
+        shard.reset(ShardStatus.LOADING)
+
+    def replay(self, shard_id: int, key: bytes, value: bytes | None) -> None:
+        self._env.shards[shard_id].replay(key, value)
+
+    def finish_loading(self, shard_id: int, now_ms: int) -> Outcome:
+        env, fx = self._env, Effects(now_ms)
+        shard = env.shards[shard_id]
+        if shard.status is not ShardStatus.LOADING:
+            raise ValueError(f"shard {shard_id} is not loading")
+        shard.finish_loading()
+        for group in shard.groups.values():
+            for member in group.members.values():
+                schedule_heartbeat(env, fx, group, member)
+        env.timers.schedule(("retention", shard_id), now_ms + max(env.cfg.offsets_retention_check_interval_ms, 1))
+        return self._finish(fx)
+
+    def unload(self, shard_id: int, now_ms: int) -> Outcome:
+        env, fx = self._env, Effects(now_ms)
+        shard = env.shards[shard_id]
+        for group in shard.groups.values():
+            gid = group.group_id
+            for member in group.members.values():
+                fence_parked(env, fx, group, member, Err.NOT_COORDINATOR)
+                env.timers.cancel(("member", gid, member.member_id))
+            for member_id in group.pending_members:
+                env.timers.cancel(("member", gid, member_id))
+            env.timers.cancel(("join", gid))
+            env.timers.cancel(("sync", gid))
+            group.transition(DEAD, now_ms)
+        env.timers.cancel(("retention", shard_id))
+        shard.reset(ShardStatus.NOT_OWNED)
+        return self._finish(fx)
+
+    # ------------------------------------------------------------ introspection (read-only)
+
+    def _all_groups(self):
+        for shard in self._env.shards:
+            if shard.status is ShardStatus.ACTIVE:
+                yield from shard.groups.values()
+
+    def groups(self) -> list[GroupView]:
+        return [self._view(g) for g in self._all_groups()]
+
+    def group(self, group_id: str) -> GroupView | None:
+        group = self._env.group(group_id)
+        return None if group is None else self._view(group)
+
+    def _view(self, g) -> GroupView:
+        return GroupView(g.group_id, self.shard_for(g.group_id), g.state.value, g.generation, g.protocol_type,
+                         g.protocol_name, g.leader_id, tuple(g.members), len(g.pending_members),
+                         g.last_rebalance_ms)
+
+    def groups_by_state(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for g in self._all_groups():
+            counts[g.state.value] = counts.get(g.state.value, 0) + 1
+        return counts
+
+    def member_counts(self) -> dict[str, int]:
+        return {g.group_id: len(g.members) for g in self._all_groups()}
+
+    def rebalances_by_reason(self) -> dict[str, int]:
+        return dict(self._env.stats.rebalances)
+
+    @property
+    def last_rebalance_ms(self) -> int | None:
+        return self._env.stats.last_rebalance_ms
+
+    @property
+    def completed_rebalances(self) -> int:
+        return self._env.stats.completed_rebalances
+
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
+        shard = self._env.shard_of(group_id)
+        return dict(shard.offsets.get(group_id, {})) if shard.status is ShardStatus.ACTIVE else {}
+
+    def stable_groups(self) -> int:
+        return sum(1 for g in self._all_groups() if g.state is STABLE)

@@ -1,0 +1,172 @@
+"""SyncGroup (14), Heartbeat (12) and LeaveGroup (13), as Kafka's classic GroupCoordinator does them.
+
+Fencing (SyncGroup and Heartbeat): a group.instance.id mapped to another member id -> FENCED_INSTANCE_ID;
+an unknown member id -> UNKNOWN_MEMBER_ID; a generation other than the group's -> ILLEGAL_GENERATION.
+SyncGroup: PreparingRebalance -> REBALANCE_IN_PROGRESS; CompletingRebalance -> the request is parked;
+when the leader's arrives, missing members get an empty assignment, the group metadata record is written,
+every parked SyncGroup is answered (released by the runtime only once the record is durable) and the
+group becomes Stable. If that write fails, the answers become the write error and the group rebalances.
+Stable -> the member's current assignment. Kafka quirks kept: while the shard loads, SyncGroup answers
+REBALANCE_IN_PROGRESS and Heartbeat answers NONE (clients then rejoin / carry on).
+Heartbeat: Stable and CompletingRebalance -> NONE, PreparingRebalance -> REBALANCE_IN_PROGRESS (both
+re-arm the session), Empty -> UNKNOWN_MEMBER_ID.
+LeaveGroup: v0-2 one member_id, v3+ a batch of (member_id, group_instance_id); an empty member id with
+an instance id removes that static member (admin removal); each member answers its own error.
+"""
+
+from __future__ import annotations
+
+from .env import Env
+from .errors import Err
+from .group import EMPTY, PREPARING, STABLE, Group
+from .outcome import Effects
+from .rebalance import (
+    finish_rebalance,
+    maybe_prepare_rebalance,
+    park_sync,
+    propagate_assignment,
+    remove_member_and_update,
+    reset_and_propagate_error,
+    schedule_heartbeat,
+    store_group,
+    try_complete_join,
+)
+from .responses import error_response, leave_response, sync_response
+
+
+def _validate_member(group: Group, member_id: str, instance_id: str | None, generation: int) -> Err | None:
+    if group.is_static_fenced(instance_id, member_id):
+        return Err.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return Err.UNKNOWN_MEMBER_ID
+    if generation != group.generation:
+        return Err.ILLEGAL_GENERATION
+    return None
+
+
+# ---------------------------------------------------------------- SyncGroup
+
+def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
+                client_id: str = "", client_host: str = "") -> None:
+    group_id, member_id = req["group_id"], req["member_id"]
+    error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
+    if error is Err.COORDINATOR_LOAD_IN_PROGRESS:
+        error = Err.REBALANCE_IN_PROGRESS
+    group = None if error is not None else env.group(group_id)
+    if error is None and group is None:
+        error = Err.UNKNOWN_MEMBER_ID
+    if error is None:
+        error = _validate_member(group, member_id, req.get("group_instance_id"), req["generation_id"])
+    if error is None:
+        ptype, pname = req.get("protocol_type"), req.get("protocol_name")
+        if (ptype is not None and ptype != group.protocol_type) or (pname is not None and pname != group.protocol_name):
+            error = Err.INCONSISTENT_GROUP_PROTOCOL
+        elif group.state is EMPTY:
+            error = Err.UNKNOWN_MEMBER_ID
+        elif group.state is PREPARING:
+            error = Err.REBALANCE_IN_PROGRESS
+    if error is not None:
+        fx.complete(token, sync_response(error))
+        return
+    member = group.members[member_id]
+    _synced(env, group, member_id)
+    if group.state is STABLE:
+        fx.complete(token, sync_response(Err.NONE, member.assignment, group.protocol_type, group.protocol_name))
+        schedule_heartbeat(env, fx, group, member)
+        return
+    park_sync(env, fx, group, member, token, version)
+    if group.is_leader(member_id):
+        assignment = {a["member_id"]: a["assignment"] for a in req.get("assignments") or ()}
+        _store_and_propagate(env, fx, group, assignment)
+
+
+def _synced(env: Env, group: Group, member_id: str) -> None:
+    if member_id in group.pending_sync:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            env.timers.cancel(("sync", group.group_id))
+
+
+def _store_and_propagate(env: Env, fx: Effects, group: Group, assignment: dict[str, bytes]) -> None:
+    store_group(env, fx, group, assignment)
+    for member in group.members.values():
+        member.assignment = assignment.get(member.member_id, b"")
+    first = len(fx.completions)
+    propagate_assignment(env, fx, group, Err.NONE)
+    group.transition(STABLE, fx.now_ms)
+    finish_rebalance(env, group, fx.now_ms)
+    generation = group.generation
+    tokens = [t for t, _ in fx.completions[first:]]
+
+    def on_fail(fail_fx: Effects, error: int) -> None:
+        for token in tokens:
+            fail_fx.complete(token, sync_response(error))
+        if group.generation == generation and group.state is STABLE and env.group(group.group_id) is group:
+            reset_and_propagate_error(env, fail_fx, group, Err(error))
+            maybe_prepare_rebalance(env, fail_fx, group, "write-failed")
+
+    fx.on_fail(on_fail)
+
+
+# ---------------------------------------------------------------- Heartbeat
+
+def handle_heartbeat(env: Env, fx: Effects, version: int, req: dict, token: object,
+                     client_id: str = "", client_host: str = "") -> None:
+    group_id, member_id = req["group_id"], req["member_id"]
+    error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
+    if error is Err.COORDINATOR_LOAD_IN_PROGRESS:
+        error = Err.NONE
+    group = None if error is not None else env.group(group_id)
+    if error is None and group is None:
+        error = Err.UNKNOWN_MEMBER_ID
+    if error is None:
+        error = _validate_member(group, member_id, req.get("group_instance_id"), req["generation_id"])
+    if error is None:
+        if group.state is EMPTY:
+            error = Err.UNKNOWN_MEMBER_ID
+        else:
+            schedule_heartbeat(env, fx, group, group.members[member_id])
+            error = Err.REBALANCE_IN_PROGRESS if group.state is PREPARING else Err.NONE
+    fx.complete(token, error_response(error))
+
+
+# ---------------------------------------------------------------- LeaveGroup
+
+def handle_leave(env: Env, fx: Effects, version: int, req: dict, token: object,
+                 client_id: str = "", client_host: str = "") -> None:
+    group_id = req["group_id"]
+    if version >= 3:
+        leaving = [(m.get("member_id") or "", m.get("group_instance_id")) for m in req.get("members") or ()]
+    else:
+        leaving = [(req.get("member_id") or "", None)]
+    error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
+    if error is not None:
+        fx.complete(token, leave_response(version, error, []))
+        return
+    group = env.group(group_id)
+    results = []
+    for member_id, instance_id in leaving:
+        err = Err.UNKNOWN_MEMBER_ID if group is None else _leave_one(env, fx, group, member_id, instance_id)
+        results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": int(err)})
+    fx.complete(token, leave_response(version, Err.NONE, results))
+
+
+def _leave_one(env: Env, fx: Effects, group: Group, member_id: str, instance_id: str | None) -> Err:
+    if not member_id:
+        current = group.current_static(instance_id)
+        if current is None:
+            return Err.UNKNOWN_MEMBER_ID
+        remove_member_and_update(env, fx, group, current, "member-left")
+        return Err.NONE
+    if member_id in group.pending_members:
+        group.pending_members.discard(member_id)
+        env.timers.cancel(("member", group.group_id, member_id))
+        try_complete_join(env, fx, group)
+        return Err.NONE
+    if group.is_static_fenced(instance_id, member_id):
+        return Err.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return Err.UNKNOWN_MEMBER_ID
+    remove_member_and_update(env, fx, group, member_id, "member-left")
+    return Err.NONE
+

@@ -1,0 +1,241 @@
+"""OffsetCommit (8), OffsetFetch (9) and offsets retention (KIP-211).
+
+Commit validation (Kafka's validateOffsetCommit): generation < 0 on an Empty (or unknown: created as a
+simple, offsets-only group) group is always accepted; otherwise a request carrying a generation >= 0, a
+member id or an instance id must name a current member (FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID) of the
+current generation (ILLEGAL_GENERATION); an anonymous commit to a non-empty group is UNKNOWN_MEMBER_ID;
+CompletingRebalance answers REBALANCE_IN_PROGRESS. A valid member's commit re-arms its session.
+Per partition: metadata longer than offset.metadata.max.bytes -> OFFSET_METADATA_TOO_LARGE (others
+commit). Committed offsets become visible to OffsetFetch when their record is replayed (after append);
+the response is released once durable.
+Fetch: offsets are returned whatever the group state; unknown partitions/groups give offset -1, epoch
+-1, metadata ""; topics None means all committed; require_stable + a pending commit ->
+UNSTABLE_OFFSET_COMMIT for that partition.
+Retention (every offsets.retention.check.interval.ms): a group with a protocol type that is Empty expires
+all offsets once it has been Empty for offsets.retention.minutes; a Stable "consumer" group expires
+offsets of topics no member subscribes to, by commit time; a simple group (no protocol type) expires by
+commit time; an explicit v2-4 retention time sets a per-offset expire timestamp. Pending commits never
+expire. An Empty group left with no offsets (and no pending members) becomes Dead and is removed, with a
+group tombstone when it ever had a generation.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .env import Env
+from .errors import Err
+from .group import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group
+from .outcome import Effects
+from .rebalance import schedule_heartbeat
+from .records import OffsetCommitValue, encode_group_key, encode_offset_key, encode_offset_value
+from .responses import offset_commit_response
+from .shard import Shard
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
+
+
+# ---------------------------------------------------------------- OffsetCommit
+
+def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: object,
+                         client_id: str = "", client_host: str = "") -> None:
+    group_id = req["group_id"]
+    generation = req.get("generation_id_or_member_epoch", req.get("generation_id", -1))
+    generation = -1 if generation is None else generation
+    member_id = req.get("member_id") or ""
+    instance_id = req.get("group_instance_id") if version >= 7 else None
+    topics = req.get("topics") or []
+    error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
+    shard = env.shard_of(group_id) if error is None else None
+    if shard is not None:
+        error = _validate_commit(env, fx, shard, group_id, generation, member_id, instance_id)
+    if error is not None:
+        fx.complete(token, offset_commit_response(
+            [(t["name"], [(p["partition_index"], error) for p in t["partitions"]]) for t in topics]))
+        return
+    retention = req.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
+    expire = None if retention is None or retention == -1 else fx.now_ms + retention
+    results, written = [], []
+    for t in topics:
+        name, parts = t["name"], []
+        for p in t["partitions"]:
+            index = p["partition_index"]
+            metadata = p.get("committed_metadata") or ""
+            if len(metadata) > env.cfg.offset_metadata_max_bytes:
+                parts.append((index, Err.OFFSET_METADATA_TOO_LARGE))
+                continue
+            epoch = p.get("committed_leader_epoch", -1) if version >= 6 else -1
+            value = OffsetCommitValue(p["committed_offset"], -1 if epoch is None else epoch, metadata,
+                                      fx.now_ms, expire)
+            fx.write(shard.shard_id, encode_offset_key(group_id, name, index), encode_offset_value(value))
+            shard.pending_commits[(group_id, name, index)] += 1
+            written.append((group_id, name, index))
+            parts.append((index, Err.NONE))
+        results.append((name, parts))
+    fx.complete(token, offset_commit_response(results))
+    if written:
+        _track_pending(fx, shard, token, results, written)
+
+
+def _track_pending(fx: Effects, shard: Shard, token: object, results: list, written: list) -> None:
+    def release() -> None:
+        pending = shard.pending_commits
+        for key in written:
+            if key in pending:
+                pending[key] -= 1
+                if pending[key] <= 0:
+                    del pending[key]
+
+    def on_fail(fail_fx: Effects, error: int) -> None:
+        release()
+        fail_fx.complete(token, offset_commit_response(
+            [(name, [(i, error if e == Err.NONE else e) for i, e in parts]) for name, parts in results]))
+
+    fx.on_done(release)
+    fx.on_fail(on_fail)
+
+
+def _validate_commit(env: Env, fx: Effects, shard: Shard, group_id: str, generation: int, member_id: str,
+                     instance_id: str | None) -> Err | None:
+    group = shard.groups.get(group_id)
+    if group is None:
+        if generation >= 0:
+            return Err.ILLEGAL_GENERATION
+        shard.groups[group_id] = Group(group_id, EMPTY, fx.now_ms)
+        return None
+    if generation < 0 and group.state is EMPTY:
+        return None
+    if generation >= 0 or member_id or instance_id is not None:
+        if group.is_static_fenced(instance_id, member_id):
+            return Err.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return Err.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return Err.ILLEGAL_GENERATION
+    elif group.state is not EMPTY:
+        return Err.UNKNOWN_MEMBER_ID
+    if group.state is COMPLETING:
+        return Err.REBALANCE_IN_PROGRESS
+    member = group.members.get(member_id)
+    if member is not None and group.state in (STABLE, PREPARING):
+        schedule_heartbeat(env, fx, group, member)
+    return None
+
+
+# ---------------------------------------------------------------- OffsetFetch
+
+def handle_offset_fetch(env: Env, fx: Effects, version: int, req: dict, token: object,
+                        client_id: str = "", client_host: str = "") -> None:
+    require_stable = bool(req.get("require_stable")) if version >= 7 else False
+    if version >= 8:
+        groups = []
+        for g in req.get("groups") or ():
+            error, topics = _fetch_group(env, g["group_id"], g.get("topics"), require_stable)
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": int(error)})
+        fx.complete(token, {"groups": groups})
+        return
+    requested = req.get("topics")
+    error, topics = _fetch_group(env, req["group_id"], requested, require_stable)
+    if error != Err.NONE and version < 2:
+        topics = [{"name": t["name"], "partitions": [_partition(p, None, error) for p in t["partition_indexes"]]}
+                  for t in requested or ()]
+    fx.complete(token, {"topics": topics, "error_code": int(error)})
+
+
+def _partition(index: int, value: OffsetCommitValue | None, error: int = Err.NONE) -> dict:
+    if value is None:
+        return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": int(error)}
+    return {"partition_index": index, "committed_offset": value.offset,
+            "committed_leader_epoch": value.leader_epoch, "metadata": value.metadata, "error_code": int(error)}
+
+
+def _fetch_group(env: Env, group_id: str, requested: list[dict] | None,
+                 require_stable: bool) -> tuple[Err, list[dict]]:
+    error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
+    if error is not None:
+        return error, []
+    shard = env.shard_of(group_id)
+    offsets = shard.offsets.get(group_id, {})
+    if requested is None:
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, index), value in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(_partition(index, value))
+        return Err.NONE, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
+    topics = []
+    for t in requested:
+        name, parts = t["name"], []
+        for index in t.get("partition_indexes") or ():
+            if require_stable and shard.has_pending_commit(group_id, name, index):
+                parts.append(_partition(index, None, Err.UNSTABLE_OFFSET_COMMIT))
+            else:
+                parts.append(_partition(index, offsets.get((name, index))))
+        topics.append({"name": name, "partitions": parts})
+    return Err.NONE, topics
+
+
+# ---------------------------------------------------------------- retention
+
+def expire_offsets(env: Env, fx: Effects, shard: Shard) -> None:
+    now, retention = fx.now_ms, env.cfg.offsets_retention_ms
+    for group_id, group in list(shard.groups.items()):
+        offsets = shard.offsets.get(group_id)
+        if offsets:
+            for tp in _expired(shard, group, offsets, now, retention):
+                del offsets[tp]
+                fx.write(shard.shard_id, encode_offset_key(group_id, tp[0], tp[1]), None)
+            if not offsets:
+                del shard.offsets[group_id]
+        if group.state is EMPTY and group_id not in shard.offsets and not group.pending_members:
+            group.transition(DEAD, now)
+            del shard.groups[group_id]
+            if group.generation > 0:
+                fx.write(shard.shard_id, encode_group_key(group_id), None)
+
+
+def _expired(shard: Shard, group: Group, offsets: dict, now: int, retention: int) -> list[tuple[str, int]]:
+    ptype, skip = group.protocol_type, frozenset()
+    empty_since = None
+    if ptype is not None and group.state is EMPTY:
+        empty_since = group.state_timestamp
+    elif ptype == CONSUMER_PROTOCOL_TYPE and group.state is STABLE:
+        topics = subscribed_topics(group)
+        if topics is None:
+            return []
+        skip = topics
+    elif ptype is not None:
+        return []
+    out = []
+    for tp, value in offsets.items():
+        if tp[0] in skip or shard.has_pending_commit(group.group_id, tp[0], tp[1]):
+            continue
+        if value.expire_timestamp is not None:
+            if now >= value.expire_timestamp:
+                out.append(tp)
+        elif now - (empty_since if empty_since is not None else value.commit_timestamp) >= retention:
+            out.append(tp)
+    return out
+
+
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+
+
+def subscribed_topics(group: Group) -> frozenset[str] | None:
+    """Topics in the members' ConsumerProtocol subscriptions (int16 version, [string] topics, ...)."""
+    protocol = group.protocol_name
+    if protocol is None:
+        return None
+    topics: set[str] = set()
+    try:
+        for member in group.members.values():
+            data = member.metadata(protocol)
+            count = _I.unpack_from(data, 2)[0]
+            pos = 6
+            for _ in range(count):
+                n = _H.unpack_from(data, pos)[0]
+                topics.add(data[pos + 2:pos + 2 + n].decode())
+                pos += 2 + n
+    except (struct.error, KeyError, UnicodeDecodeError):
+        return None
+    return frozenset(topics)

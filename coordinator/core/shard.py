@@ -1,0 +1,102 @@
+"""One offsets partition: the groups and committed offsets it owns, rebuilt by ``replay``.
+
+Rules:
+- status NOT_OWNED -> LOADING (runtime feeds every stored record through ``replay``) -> ACTIVE
+  (``finish_loading``) -> NOT_OWNED (unload). Requests for a LOADING shard answer
+  COORDINATOR_LOAD_IN_PROGRESS, for a NOT_OWNED one NOT_COORDINATOR.
+- ``replay(key, value)`` is the same function at load time and after each durable append:
+  offset commit records and their tombstones always apply; group metadata records rebuild the group only
+  while LOADING (when ACTIVE the handler already changed the in-memory group, exactly as Kafka's classic
+  groups are not re-replayed after their own writes).
+- When ACTIVE every group id with committed offsets has a Group object (offsets-only "simple" groups
+  are Empty with no protocol type), so listing, describing and deleting see them.
+- ``pending_commits`` counts offset commits written but not yet durable per (group, topic, partition);
+  retention never expires a partition with a pending commit (Kafka's pendingOffsetCommits).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from enum import Enum
+
+from .group import EMPTY, STABLE, Group
+from .member import Member
+from .records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+
+TopicPartition = tuple[str, int]
+
+
+class ShardStatus(str, Enum):
+    NOT_OWNED = "not-owned"
+    LOADING = "loading"
+    ACTIVE = "active"
+
+
+class Shard:
+    __slots__ = ("groups", "offsets", "pending_commits", "shard_id", "status")
+
+    def __init__(self, shard_id: int) -> None:
+        self.shard_id = shard_id
+        self.status = ShardStatus.NOT_OWNED
+        self.groups: dict[str, Group] = {}
+        self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        self.pending_commits: Counter[tuple[str, str, int]] = Counter()
+
+    def reset(self, status: ShardStatus) -> None:
+        self.status = status
+        self.groups = {}
+        self.offsets = {}
+        self.pending_commits = Counter()
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            self._replay_offset(decoded, value)
+        elif isinstance(decoded, GroupMetadataKey) and self.status is ShardStatus.LOADING:
+            if value is None:
+                self.groups.pop(decoded.group, None)
+            else:
+                self.groups[decoded.group] = group_from_record(decoded.group, decode_group_value(value))
+
+    def _replay_offset(self, key: OffsetCommitKey, value: bytes | None) -> None:
+        tp = (key.topic, key.partition)
+        if value is None:
+            offsets = self.offsets.get(key.group)
+            if offsets is not None:
+                offsets.pop(tp, None)
+                if not offsets:
+                    del self.offsets[key.group]
+            return
+        self.offsets.setdefault(key.group, {})[tp] = decode_offset_value(value)
+        if self.status is ShardStatus.ACTIVE and key.group not in self.groups:
+            self.groups[key.group] = Group(key.group)
+
+    def finish_loading(self) -> None:
+        for group_id in self.offsets:
+            if group_id not in self.groups:
+                self.groups[group_id] = Group(group_id)
+        self.status = ShardStatus.ACTIVE
+
+    def has_pending_commit(self, group_id: str, topic: str, partition: int) -> bool:
+        return self.pending_commits.get((group_id, topic, partition), 0) > 0
+
+
+def group_from_record(group_id: str, v: GroupMetadataValue) -> Group:
+    """Kafka's loadGroup: Empty if the record has no members, else Stable with the stored assignment."""
+    group = Group(group_id, STABLE if v.members else EMPTY,
+                  None if v.current_state_timestamp == -1 else v.current_state_timestamp,
+                  v.generation, v.protocol_type or None, v.protocol, v.leader)
+    protocol = v.protocol or ""
+    for m in v.members:
+        group.add(Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout,
+                         m.session_timeout, v.protocol_type, [(protocol, m.subscription)], m.assignment))
+    group.leader_id = v.leader if v.leader in group.members else group.leader_id
+    return group

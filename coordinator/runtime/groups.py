@@ -1,0 +1,222 @@
+"""Serving the group APIs: the sans-IO core, its offsets partitions on disk, and its timers, on trio.
+
+Rules:
+- Each offsets partition ``__consumer_offsets-<shard>`` is a compacted partition log. At startup every shard
+  is marked loading at once (requests answer COORDINATOR_LOAD_IN_PROGRESS), then loaded one by one: its
+  batches are read and decoded in a worker thread and replayed into the core on the trio thread.
+- A core ``Outcome`` with records is appended as one batch per shard through group commit; only when every
+  shard's fsync has covered it does the core replay it (``on_appended``) and are its completions released.
+  If a write fails, the core's ``on_append_failed`` decides the answers; the partition stays offline.
+- Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
+- ``now_ms`` is wall-clock milliseconds (commit timestamps and retention outlive the process).
+- FindCoordinator is answered here: a single node coordinates every group (key type 0); transaction
+  coordinators (key type 1) are not offered (COORDINATOR_NOT_AVAILABLE).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from coordinator.core.config import GroupConfig
+from coordinator.core.coordinator import Coordinator
+from coordinator.core.outcome import Outcome
+from coordinator.storage.errors import StorageError
+from coordinator.storage.log import LogConfig, PartitionLog
+from coordinator.storage.manager import LogManager
+from protocol.errors import ErrorCode
+from protocol.record_batch import build_batch, decode_batch, split_batches
+
+if TYPE_CHECKING:
+    from coordinator.runtime.broker import Broker
+    from coordinator.runtime.connection import Connection, Slot
+    from coordinator.runtime.group_commit import GroupCommit
+    from protocol.codec import Request
+
+log = logging.getLogger("groupcoord.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_LOG_CONFIG = LogConfig(compact=True, retention_ms=None, retention_bytes=None)
+_READ_CHUNK = 4 * 1024 * 1024
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def group_config(cfg: Any) -> GroupConfig:
+    keys = GroupConfig.kafka_keys()
+    return GroupConfig.from_kafka_keys({k: cfg[k] for k in keys if cfg.get(k) is not None})
+
+
+def read_offsets_partition(plog: PartitionLog) -> list[tuple[bytes, bytes | None]]:
+    """Every (key, value) stored in an offsets partition, in offset order (runs in a worker thread)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    offset = plog.log_start_offset
+    end = plog.high_watermark
+    while offset < end:
+        data = plog.read(offset, _READ_CHUNK)
+        if not data:
+            break
+        batches, _ = split_batches(data)
+        for batch in batches:
+            header, records = decode_batch(batch, verify_crc=False)
+            for r in records:
+                if r.key is not None and r.offset >= offset:
+                    out.append((r.key, r.value))
+            offset = max(offset, header.base_offset + header.last_offset_delta + 1)
+    return out
+
+
+class GroupService:
+    def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit) -> None:
+        self.broker = broker
+        self.logs = logs
+        self.commit = commit
+        self.core = Coordinator(group_config(broker.config), new_id=lambda: str(uuid.uuid4()))
+        self.shards = self.core.config.offsets_topic_num_partitions
+        self._timer_changed = trio.Event()
+        self._by_conn: dict[Connection, set[Slot]] = defaultdict(set)
+        self.loaded = trio.Event()
+        broker.metrics.groups.source = self.core.groups_by_state
+        broker.metrics.groups.members = lambda: sum(self.core.member_counts().values())
+        self._rebalances_seen: dict[str, int] = {}
+
+    # ---------------------------------------------------------------- loading
+    def offsets_log(self, shard: int) -> PartitionLog:
+        plog = self.logs.get(OFFSETS_TOPIC, shard)
+        if plog is None:
+            plog = self.logs.create(OFFSETS_TOPIC, shard, OFFSETS_LOG_CONFIG)
+        return plog
+
+    async def load_all(self) -> None:
+        for shard in range(self.shards):
+            self.core.begin_loading(shard)
+        total = 0
+        t_all = time.perf_counter()
+        for shard in range(self.shards):
+            t0 = time.perf_counter()
+            plog = self.offsets_log(shard)
+            try:
+                records = await trio.to_thread.run_sync(read_offsets_partition, plog)
+            except StorageError as e:
+                log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, e)
+                continue
+            for i, (key, value) in enumerate(records):
+                self.core.replay(shard, key, value)
+                if i % 50_000 == 49_999:
+                    await trio.sleep(0)
+            self.apply(self.core.finish_loading(shard, now_ms()))
+            total += len(records)
+            self.broker.metrics.load_seconds.observe(time.perf_counter() - t0)
+        log.info("loaded %d offsets partitions (%d records) in %.2f s", self.shards, total,
+                 time.perf_counter() - t_all)
+        self.loaded.set()
+
+    # ---------------------------------------------------------------- requests
+    def handle(self, request: Request, slot: Slot) -> None:
+        self._by_conn[slot.conn].add(slot)
+        outcome = self.core.handle(request.api_key, request.version, request.body, slot, now_ms(),
+                                   client_id=request.header.client_id or "", client_host=slot.conn.host)
+        self.apply(outcome)
+
+    def handle_find_coordinator(self, request: Request, slot: Slot) -> None:
+        body, v = request.body, request.version
+        me = self.broker.broker_entry()
+        node = {"node_id": me["node_id"], "host": me["host"], "port": me["port"]}
+        if v >= 4:
+            coords = []
+            for key in body["coordinator_keys"]:
+                if body["key_type"] != 0:
+                    coords.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                                   "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE})
+                else:
+                    coords.append({"key": key, **node, "error_code": 0, "error_message": None})
+            slot.complete({"throttle_time_ms": 0, "coordinators": coords})
+            return
+        if body.get("key_type", 0) != 0:
+            slot.complete({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "",
+                           "port": -1})
+            return
+        slot.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None, **node})
+
+    def connection_closed(self, conn: Connection) -> None:
+        slots = self._by_conn.pop(conn, None)
+        if slots:
+            self.core.connection_closed([s for s in slots if not s.done])
+
+    # ---------------------------------------------------------------- outcomes
+    def apply(self, outcome: Outcome) -> None:
+        self._timer_changed.set()
+        self._count_rebalances()
+        if not outcome.records:
+            self._release(outcome.completions)
+            return
+        per_shard: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
+        for shard, key, value in outcome.records:
+            per_shard[shard].append((key, value))
+        ts = now_ms()
+        remaining = [len(per_shard)]
+        errors: list[Exception] = []
+        write_id = outcome.write_id
+        assert write_id is not None
+
+        def done(err: Exception | None) -> None:
+            if err is not None:
+                errors.append(err)
+            remaining[0] -= 1
+            if remaining[0]:
+                return
+            if errors:
+                log.error("offsets write %s failed: %s", write_id, errors[0])
+                self.apply(self.core.on_append_failed(write_id, now_ms(), ErrorCode.NOT_COORDINATOR))
+            else:
+                self.core.on_appended(write_id)
+                self.broker.metrics.offset_commits.inc(
+                    sum(1 for _, k, v in outcome.records if v is not None and k[:2] in (b"\x00\x00", b"\x00\x01")))
+                self._release(outcome.completions)
+
+        for shard, items in per_shard.items():
+            try:
+                plog = self.offsets_log(shard)
+                batch = build_batch([(k, v, [], ts) for k, v in items])
+                info = self.commit.append(plog, [batch])
+            except (StorageError, OSError) as e:
+                done(e)
+                continue
+            self.commit.when_durable(plog, info.last_offset, done)
+
+    def _release(self, completions: list[tuple[object, dict]]) -> None:
+        for token, response in completions:
+            slot: Slot = token  # type: ignore[assignment]
+            slot.complete(response)
+            conn_slots = self._by_conn.get(slot.conn)
+            if conn_slots is not None:
+                conn_slots.discard(slot)
+
+    def _count_rebalances(self) -> None:
+        for reason, n in self.core.rebalances_by_reason().items():
+            seen = self._rebalances_seen.get(reason, 0)
+            if n > seen:
+                self.broker.metrics.rebalances.labels(reason).inc(n - seen)
+                self._rebalances_seen[reason] = n
+
+    # ---------------------------------------------------------------- timers
+    async def timer_loop(self) -> None:
+        while True:
+            self._timer_changed = trio.Event()
+            deadline = self.core.next_deadline()
+            if deadline is None:
+                await self._timer_changed.wait()
+                continue
+            delay = (deadline - now_ms()) / 1000
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._timer_changed.wait()
+                    continue
+            self.apply(self.core.on_timers(now_ms()))

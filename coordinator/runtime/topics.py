@@ -1,0 +1,340 @@
+"""Hosted topics: CreateTopics, DeleteTopics, Produce, Fetch (long-poll), ListOffsets, InitProducerId.
+
+Rules:
+- A topic is the set of its partition directories in the data dir (``<topic>-<p>``); the partition count is
+  derived from them, so topics survive restarts without a separate catalogue. Internal topics (names
+  starting with ``__``) are never listed, created or deleted through these APIs.
+- Produce stores each v2 batch verbatim with only its base offset rewritten; a bad CRC is CORRUPT_MESSAGE, a
+  batch over ``message.max.bytes`` is MESSAGE_TOO_LARGE, a non-v2 batch UNSUPPORTED_FOR_MESSAGE_FORMAT; in
+  all those cases nothing of that partition's data is appended. The response (acks 1 or all) is released only
+  after the fsync covering the append; acks=0 gets no response. Versions 0-2 are refused per partition.
+- Fetch returns stored bytes below the high watermark (durable data only), LSO = high watermark, no aborted
+  transactions, no fetch sessions (session id 0). It long-polls: it answers when ``min_bytes`` are available
+  or ``max_wait_ms`` has passed, waking whenever a flush advances a high watermark.
+- Topic names: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError, StorageError
+from coordinator.storage.log import LogConfig, PartitionLog
+from coordinator.storage.manager import LogManager
+from protocol.errors import ErrorCode
+from protocol.record_batch import CorruptBatchError, split_batches, validate_batch
+
+if TYPE_CHECKING:
+    from coordinator.runtime.broker import Broker
+    from coordinator.runtime.connection import Slot
+    from coordinator.runtime.group_commit import GroupCommit
+    from protocol.codec import Request
+
+log = logging.getLogger("groupcoord.topics")
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_TOPIC_NS = uuid.UUID("6ba7b812-9dad-11d1-80b4-00c04fd430c8")
+
+
+def valid_topic_name(name: str | None) -> bool:
+    return bool(name) and name not in (".", "..") and bool(_LEGAL.match(name or ""))
+
+
+def topic_id(name: str) -> uuid.UUID:
+    return uuid.uuid5(_TOPIC_NS, name)
+
+
+class TopicService:
+    def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.logs = logs
+        self.commit = commit
+        self.hw_advanced = trio.Event()
+        self._next_producer_id = int(time.time() * 1000) << 8
+
+    # ---------------------------------------------------------------- catalogue
+    def topics(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for topic, part in self.logs.partitions():
+            if not topic.startswith("__"):
+                counts[topic] = max(counts.get(topic, 0), part + 1)
+        return counts
+
+    def partition_count(self, name: str) -> int | None:
+        return self.topics().get(name)
+
+    def log_config(self) -> LogConfig:
+        ret = self.config["log.retention.ms"]
+        size = self.config["log.retention.bytes"]
+        return LogConfig(segment_bytes=self.config["log.segment.bytes"],
+                         retention_ms=None if ret < 0 else ret, retention_bytes=None if size < 0 else size)
+
+    def create(self, name: str, partitions: int) -> None:
+        for p in range(partitions):
+            if self.logs.get(name, p) is None:
+                self.logs.create(name, p, self.log_config())
+
+    def auto_create(self, name: str) -> bool:
+        if not self.config["auto.create.topics.enable"] or not valid_topic_name(name) or name.startswith("__"):
+            return False
+        self.create(name, self.config["num.partitions"])
+        log.info("auto-created topic %s with %d partitions", name, self.config["num.partitions"])
+        return True
+
+    # ---------------------------------------------------------------- CreateTopics / DeleteTopics
+    def handle_create_topics(self, req: Request, slot: Slot) -> None:
+        existing = self.topics()
+        results = []
+        for t in req.body["topics"]:
+            name, n = t["name"], t["num_partitions"]
+            if n == -1:
+                n = len(t["assignments"]) or self.config["num.partitions"]
+            res: dict[str, Any] = {"name": name, "topic_id": topic_id(name), "error_code": 0,
+                                   "error_message": None, "num_partitions": n, "replication_factor": 1}
+            if not valid_topic_name(name) or name.startswith("__"):
+                res.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"illegal name {name!r}")
+            elif name in existing:
+                res.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=f"topic {name} exists")
+            elif n <= 0 or n > 10_000:
+                res.update(error_code=ErrorCode.INVALID_PARTITIONS, error_message=f"bad partition count {n}")
+            elif t["replication_factor"] not in (-1, 1):
+                res.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
+                           error_message="a single node holds one replica")
+            elif not req.body.get("validate_only"):
+                try:
+                    self.create(name, n)
+                    existing[name] = n
+                except (StorageError, OSError) as e:
+                    res.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
+            if res["error_code"]:
+                res.update(num_partitions=-1, replication_factor=-1)
+            results.append(res)
+        slot.complete({"throttle_time_ms": 0, "topics": results})
+
+    def handle_delete_topics(self, req: Request, slot: Slot) -> None:
+        if req.version >= 6:
+            names = [t["name"] for t in req.body["topics"]]
+        else:
+            names = list(req.body["topic_names"])
+        existing = self.topics()
+        by_id = {topic_id(n): n for n in existing}
+        out = []
+        for i, name in enumerate(names):
+            if name is None and req.version >= 6:
+                name = by_id.get(req.body["topics"][i]["topic_id"])
+            res: dict[str, Any] = {"name": name, "topic_id": topic_id(name) if name else None, "error_code": 0}
+            if name is None or name not in existing:
+                res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                for p in range(existing[name]):
+                    self.logs.delete(name, p)
+                existing.pop(name)
+            out.append(res)
+        slot.complete({"throttle_time_ms": 0, "responses": out})
+
+    # ---------------------------------------------------------------- InitProducerId
+    def handle_init_producer_id(self, req: Request, slot: Slot) -> None:
+        if req.body.get("transactional_id"):
+            slot.complete({"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
+            return
+        self._next_producer_id += 1
+        slot.complete({"error_code": 0, "producer_id": self._next_producer_id, "producer_epoch": 0})
+
+    # ---------------------------------------------------------------- Produce
+    def handle_produce(self, req: Request, slot: Slot) -> None:
+        acks = req.body["acks"]
+        max_batch = self.config["message.max.bytes"]
+        responses = []
+        pending: list[tuple[PartitionLog, int]] = []
+        for t in req.body["topic_data"]:
+            name = t["name"]
+            parts_out = []
+            count = self.partition_count(name)
+            for p in t["partition_data"]:
+                res: dict[str, Any] = {"index": p["index"], "error_code": 0, "base_offset": -1,
+                                       "log_append_time_ms": -1, "log_start_offset": -1}
+                parts_out.append(res)
+                plog = self.logs.get(name, p["index"]) if count is not None else None
+                if req.version < 3:
+                    res["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                elif plog is None:
+                    res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    err = self._append(plog, p["records"] or b"", max_batch, res)
+                    if err:
+                        res["error_code"] = err
+                    elif res["base_offset"] >= 0:
+                        pending.append((plog, res["_last"]))
+                res.pop("_last", None)
+            responses.append({"name": name, "partition_responses": parts_out})
+        body = {"responses": responses, "throttle_time_ms": 0}
+        if acks == 0:
+            slot.complete(None)
+            return
+        self._complete_when_durable(slot, body, pending)
+
+    def _append(self, plog: PartitionLog, records: bytes, max_batch: int, res: dict[str, Any]) -> int:
+        try:
+            batches, consumed = split_batches(records)
+            if consumed != len(records) or not batches:
+                return ErrorCode.CORRUPT_MESSAGE
+            for b in batches:
+                if len(b) > max_batch:
+                    return ErrorCode.MESSAGE_TOO_LARGE
+                if b[16] != 2:
+                    return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+                validate_batch(b)
+            info = self.commit.append(plog, [bytes(b) for b in batches])
+        except CorruptBatchError:
+            return ErrorCode.CORRUPT_MESSAGE
+        except LogOfflineError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        res["base_offset"] = info.base_offset
+        res["log_start_offset"] = plog.log_start_offset
+        res["_last"] = info.last_offset
+        return 0
+
+    def _complete_when_durable(self, slot: Slot, body: dict[str, Any],
+                               pending: list[tuple[PartitionLog, int]]) -> None:
+        if not pending:
+            slot.complete(body)
+            return
+        remaining = [len(pending)]
+        failed: list[Exception] = []
+
+        def done(err: Exception | None) -> None:
+            if err is not None:
+                failed.append(err)
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                if failed:
+                    for t in body["responses"]:
+                        for p in t["partition_responses"]:
+                            if p["error_code"] == 0:
+                                p.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1)
+                slot.complete(body)
+                self._wake_fetchers()
+
+        for plog, last in pending:
+            self.commit.when_durable(plog, last, done)
+
+    def _wake_fetchers(self) -> None:
+        self.hw_advanced.set()
+        self.hw_advanced = trio.Event()
+
+    # ---------------------------------------------------------------- Fetch
+    def handle_fetch(self, req: Request, slot: Slot) -> None:
+        body = req.body
+        deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
+        first = self._fetch_once(req)
+        if first[1] >= max(1, body["min_bytes"]) or body["max_wait_ms"] <= 0 or first[2]:
+            slot.complete(first[0])
+            return
+        self.broker.nursery.start_soon(self._fetch_wait, req, slot, deadline)
+
+    async def _fetch_wait(self, req: Request, slot: Slot, deadline: float) -> None:
+        min_bytes = max(1, req.body["min_bytes"])
+        with trio.move_on_at(deadline):
+            while not slot.conn.closed:
+                await self.hw_advanced.wait()
+                resp, size, _ = self._fetch_once(req)
+                if size >= min_bytes:
+                    slot.complete(resp)
+                    return
+        if not slot.done:
+            slot.complete(self._fetch_once(req)[0])
+
+    def _fetch_once(self, req: Request) -> tuple[dict[str, Any], int, bool]:
+        """(response, bytes of records, whether an error should end the wait)."""
+        body = req.body
+        budget = body.get("max_bytes", 0x7FFFFFFF)
+        total = 0
+        any_error = False
+        out = []
+        for t in body["topics"]:
+            name = t["topic"]
+            parts = []
+            for p in t["partitions"]:
+                res: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
+                                       "last_stable_offset": -1, "log_start_offset": -1,
+                                       "aborted_transactions": None, "preferred_read_replica": -1,
+                                       "records": None}
+                parts.append(res)
+                plog = self.logs.get(name, p["partition"])
+                if plog is None or name.startswith("__"):
+                    res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    any_error = True
+                    continue
+                hw = plog.high_watermark
+                res.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
+                offset = p["fetch_offset"]
+                if offset < plog.log_start_offset or offset > plog.log_end_offset:
+                    res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    any_error = True
+                    continue
+                if offset >= hw or (budget <= 0 and total > 0):
+                    res["records"] = b""
+                    continue
+                limit = min(p["partition_max_bytes"], max(budget, 1))
+                try:
+                    data = plog.read(offset, limit)
+                except OffsetOutOfRangeError:
+                    res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    any_error = True
+                    continue
+                except (StorageError, OSError):
+                    res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    any_error = True
+                    continue
+                res["records"] = data
+                total += len(data)
+                budget -= len(data)
+            out.append({"topic": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": out}, total, any_error
+
+    # ---------------------------------------------------------------- ListOffsets
+    def handle_list_offsets(self, req: Request, slot: Slot) -> None:
+        out = []
+        for t in req.body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                res: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": 0,
+                                       "timestamp": -1, "offset": -1, "leader_epoch": 0}
+                parts.append(res)
+                plog = self.logs.get(t["name"], p["partition_index"])
+                if plog is None or t["name"].startswith("__"):
+                    res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                ts = p["timestamp"]
+                if ts == -2:
+                    res["offset"] = plog.log_start_offset
+                elif ts == -1:
+                    res["offset"] = plog.high_watermark
+                elif ts < 0:
+                    res["offset"] = plog.high_watermark  # max-timestamp (-3) and others: best effort
+                else:
+                    found = plog.offset_for_timestamp(ts)
+                    if found is not None:
+                        res["offset"], res["timestamp"] = found
+            out.append({"name": t["name"], "partitions": parts})
+        slot.complete({"throttle_time_ms": 0, "topics": out})
+
+    # ---------------------------------------------------------------- retention
+    async def retention_loop(self, interval_s: float = 60.0) -> None:
+        while True:
+            await trio.sleep(interval_s)
+            now = int(time.time() * 1000)
+            for topic, part in self.logs.partitions():
+                plog = self.logs.get(topic, part)
+                if plog is not None and not topic.startswith("__"):
+                    try:
+                        await trio.to_thread.run_sync(plog.apply_retention, now)
+                    except (StorageError, OSError) as e:
+                        log.error("retention of %s-%s failed: %s", topic, part, e)
