@@ -83,10 +83,29 @@ class Broker:
             background.start_soon(self.groups.load_all)
             background.start_soon(self.groups.timer_loop)
             background.start_soon(self.topic_service.retention_loop)
+            background.start_soon(self._checkpoint_loop)
             try:
                 yield
             finally:
                 background.cancel_scope.cancel()
+
+    async def _checkpoint_loop(self, interval_s: float = 60.0) -> None:
+        """Persist every log's recovery point now and then, so a crash re-validates less data."""
+        assert self.logs is not None
+        logs = self.logs
+        while True:
+            await trio.sleep(interval_s)
+
+            def checkpoint_all() -> None:
+                for topic, part in logs.partitions():
+                    plog = logs.get(topic, part)
+                    if plog is not None and not plog.offline:
+                        try:
+                            plog.checkpoint()
+                        except (StorageError, OSError) as e:
+                            log.error("checkpoint of %s-%s failed: %s", topic, part, e)
+
+            await trio.to_thread.run_sync(checkpoint_all)
 
     async def stop(self) -> None:
         """Flush and close storage; called once, shielded, at shutdown."""

@@ -1,0 +1,269 @@
+"""`groupcoord groups ...` and `groupcoord topics ...`: admin commands printing readable tables.
+
+Rules:
+- In the manner of kafka-consumer-groups / kafka-topics: one command per action, a `--bootstrap-server`
+  (default 127.0.0.1:9092), plain column-aligned tables on stdout, errors as one line on stderr with a
+  non-zero exit status (1 for a Kafka error, 2 for bad usage).
+- Reset-offsets is a dry run unless `--execute` is given, and only applies to a group with no members
+  (Kafka refuses to move a live group's offsets).
+- Everything goes over the wire through the client package; nothing reads the server's files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from typing import Any, Iterable, Sequence
+
+from client.admin import AdminClient, NewTopic
+from client.cluster import Cluster
+from client.consumer_protocol import TopicPartition
+from client.errors import KafkaError
+from protocol.errors import ErrorCode, error_name
+
+LIST_OFFSETS, OFFSET_COMMIT = 2, 8
+EARLIEST, LATEST = -2, -1
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], out: Any = None) -> None:
+    out = out or sys.stdout
+    rows = [["-" if v is None else str(v) for v in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(), file=out)
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip(), file=out)
+
+
+def list_offsets(cluster: Cluster, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
+    """Offsets at `timestamp` (-2 earliest, -1 latest, else the first offset at or after that time)."""
+    by_leader: dict[int, list[TopicPartition]] = {}
+    tps = list(tps)
+    cluster.refresh_metadata(sorted({tp.topic for tp in tps}))
+    for tp in tps:
+        leader = cluster.leader_for(tp.topic, tp.partition)
+        if leader is None:
+            raise KafkaError(f"no leader for {tp.topic}-{tp.partition}")
+        by_leader.setdefault(leader, []).append(tp)
+    out: dict[TopicPartition, int] = {}
+    for leader, parts in by_leader.items():
+        topics: dict[str, list[int]] = {}
+        for tp in parts:
+            topics.setdefault(tp.topic, []).append(tp.partition)
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": t, "partitions": [{"partition_index": p, "timestamp": timestamp} for p in ps]}
+            for t, ps in topics.items()]}
+        _, resp = cluster.connection(leader).send(LIST_OFFSETS, body)
+        for t in resp["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise KafkaError(f"ListOffsets {t['name']}-{p['partition_index']}: "
+                                     f"{error_name(p['error_code'])}")
+                out[TopicPartition(t["name"], p["partition_index"])] = p["offset"]
+    return out
+
+
+# ---------------------------------------------------------------------------- groups
+def groups_list(admin: AdminClient, args: argparse.Namespace) -> int:
+    listings = admin.list_groups(states=args.state or None)
+    table(["GROUP", "STATE", "PROTOCOL-TYPE"],
+          [(g.group_id, g.state, g.protocol_type or "-") for g in sorted(listings, key=lambda g: g.group_id)])
+    return 0
+
+
+def groups_describe(admin: AdminClient, args: argparse.Namespace) -> int:
+    rc = 0
+    for d in admin.describe_groups(args.group):
+        if d.error_code:
+            print(f"group {d.group_id}: {d.error}", file=sys.stderr)
+            rc = 1
+            continue
+        coord = f"{d.coordinator.host}:{d.coordinator.port} (id {d.coordinator.node_id})" if d.coordinator else "-"
+        print(f"GROUP {d.group_id}  STATE {d.state}  PROTOCOL {d.protocol or '-'}  COORDINATOR {coord}  "
+              f"MEMBERS {len(d.members)}")
+        table(["CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+              [(m.member_id, m.group_instance_id, m.client_host, m.client_id, len(m.assignment),
+                ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)) for m in d.members])
+        print()
+    return rc
+
+
+def groups_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
+    rc = 0
+    for gid in args.group:
+        offsets = admin.list_group_offsets(gid)
+        owners: dict[TopicPartition, Any] = {}
+        desc = admin.describe_groups([gid])[0]
+        for m in desc.members:
+            for tp in m.assignment:
+                owners[tp] = m
+        ends = list_offsets(admin.cluster, offsets, LATEST) if offsets else {}
+        print(f"GROUP {gid}  STATE {desc.state}")
+        rows = []
+        for tp in sorted(set(offsets) | set(owners)):
+            cur = offsets[tp].offset if tp in offsets else None
+            end = ends.get(tp)
+            lag = end - cur if cur is not None and end is not None and cur >= 0 else None
+            m = owners.get(tp)
+            rows.append((tp.topic, tp.partition, cur, end, lag, m.member_id if m else None,
+                         m.client_host if m else None, m.client_id if m else None))
+        table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+               "CLIENT-ID"], rows)
+        print()
+    return rc
+
+
+def groups_delete(admin: AdminClient, args: argparse.Namespace) -> int:
+    results = admin.delete_groups(args.group)
+    table(["GROUP", "RESULT"], [(r.group_id, r.error or "deleted") for r in results])
+    return 1 if any(r.error_code for r in results) else 0
+
+
+def _parse_time(text: str) -> int:
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise SystemExit(f"groupcoord: --to-datetime wants an ISO time like 2026-11-21T10:00:00, got {text!r}")
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def groups_reset_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
+    gid = args.group[0]
+    desc = admin.describe_groups([gid])[0]
+    if desc.members:
+        print(f"groupcoord: group {gid} has {len(desc.members)} active members (state {desc.state}); stop them "
+              "before resetting offsets", file=sys.stderr)
+        return 1
+    admin.cluster.refresh_metadata(args.topic)
+    counts = admin.cluster.partition_counts(args.topic)
+    tps = [TopicPartition(t, p) for t in args.topic for p in range(counts.get(t, 0))]
+    missing = [t for t in args.topic if not counts.get(t)]
+    if missing:
+        print(f"groupcoord: unknown topic(s): {', '.join(missing)}", file=sys.stderr)
+        return 1
+    current = admin.list_group_offsets(gid, tps)
+    earliest = list_offsets(admin.cluster, tps, EARLIEST)
+    latest = list_offsets(admin.cluster, tps, LATEST)
+    if args.to_earliest:
+        target = earliest
+    elif args.to_latest:
+        target = latest
+    elif args.to_datetime:
+        target = list_offsets(admin.cluster, tps, _parse_time(args.to_datetime))
+        target = {tp: (o if o >= 0 else latest[tp]) for tp, o in target.items()}
+    else:
+        base = {tp: (current[tp].offset if tp in current and current[tp].offset >= 0 else latest[tp]) for tp in tps}
+        target = {tp: base[tp] + args.shift_by for tp in tps}
+    target = {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in target.items()}
+    rows = [(tp.topic, tp.partition, current[tp].offset if tp in current else None, target[tp]) for tp in sorted(tps)]
+    table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"], rows)
+    if not args.execute:
+        print("(dry run: add --execute to commit these offsets)")
+        return 0
+    node = admin.cluster.find_coordinator(gid)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, off in target.items():
+        topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "committed_offset": off,
+                                               "committed_leader_epoch": -1, "committed_metadata": ""})
+    body = {"group_id": gid, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "retention_time_ms": -1, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    _, resp = admin.cluster.coordinator_connection(node).send(OFFSET_COMMIT, body)
+    errors = [(t["name"], p["partition_index"], p["error_code"]) for t in resp["topics"] for p in t["partitions"]
+              if p["error_code"]]
+    for t, p, code in errors:
+        print(f"groupcoord: {t}-{p}: {error_name(code)}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+# ---------------------------------------------------------------------------- topics
+def topics_create(admin: AdminClient, args: argparse.Namespace) -> int:
+    results = admin.create_topics([NewTopic(args.topic, args.partitions, 1)])
+    table(["TOPIC", "RESULT"], [(r.name, r.error or f"created ({args.partitions} partitions)") for r in results])
+    return 1 if any(r.error_code for r in results) else 0
+
+
+def topics_list(admin: AdminClient, args: argparse.Namespace) -> int:
+    table(["TOPIC", "PARTITIONS"], [(t.name, t.partitions) for t in admin.list_topics().values() if not t.is_internal])
+    return 0
+
+
+def topics_describe(admin: AdminClient, args: argparse.Namespace) -> int:
+    topics = admin.list_topics()
+    rc = 0
+    for name in args.topic:
+        if name not in topics:
+            print(f"groupcoord: unknown topic {name}", file=sys.stderr)
+            rc = 1
+            continue
+        tps = [TopicPartition(name, p) for p in range(topics[name].partitions)]
+        start, end = list_offsets(admin.cluster, tps, EARLIEST), list_offsets(admin.cluster, tps, LATEST)
+        print(f"TOPIC {name}  PARTITIONS {len(tps)}")
+        table(["PARTITION", "LEADER", "START-OFFSET", "END-OFFSET", "RECORDS"],
+              [(tp.partition, admin.cluster.leader_for(name, tp.partition), start[tp], end[tp], end[tp] - start[tp])
+               for tp in tps])
+        print()
+    return rc
+
+
+def topics_delete(admin: AdminClient, args: argparse.Namespace) -> int:
+    results = admin.delete_topics(args.topic)
+    table(["TOPIC", "RESULT"], [(r.name, r.error or "deleted") for r in results])
+    return 1 if any(r.error_code for r in results) else 0
+
+
+# ---------------------------------------------------------------------------- wiring
+def add_parsers(sub: Any) -> None:
+    def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
+        return p
+
+    groups = sub.add_parser("groups", help="consumer group admin (like kafka-consumer-groups)")
+    gsub = groups.add_subparsers(dest="action", required=True)
+    p = common(gsub.add_parser("list", help="list groups"))
+    p.add_argument("--state", action="append", help="only groups in this state (repeatable)")
+    p.set_defaults(run=groups_list)
+    for name, fn, helptext in (("describe", groups_describe, "state and members"),
+                               ("offsets", groups_offsets, "committed offsets, log end and lag"),
+                               ("delete", groups_delete, "delete empty groups")):
+        p = common(gsub.add_parser(name, help=helptext))
+        p.add_argument("group", nargs="+")
+        p.set_defaults(run=fn)
+    p = common(gsub.add_parser("reset-offsets", help="move an inactive group's offsets (dry run by default)"))
+    p.add_argument("group", nargs=1)
+    p.add_argument("--topic", action="append", required=True)
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--to-earliest", action="store_true")
+    how.add_argument("--to-latest", action="store_true")
+    how.add_argument("--to-datetime", metavar="ISO-TIME")
+    how.add_argument("--shift-by", type=int, metavar="N")
+    p.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
+    p.set_defaults(run=groups_reset_offsets)
+
+    topics = sub.add_parser("topics", help="topic admin (like kafka-topics)")
+    tsub = topics.add_subparsers(dest="action", required=True)
+    p = common(tsub.add_parser("create"))
+    p.add_argument("topic")
+    p.add_argument("--partitions", type=int, default=1)
+    p.set_defaults(run=topics_create)
+    common(tsub.add_parser("list")).set_defaults(run=topics_list)
+    for name, fn in (("describe", topics_describe), ("delete", topics_delete)):
+        p = common(tsub.add_parser(name))
+        p.add_argument("topic", nargs="+")
+        p.set_defaults(run=fn)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with AdminClient(args.bootstrap_server, request_timeout_ms=15000) as admin:
+            return int(args.run(admin, args))
+    except KafkaError as e:
+        print(f"groupcoord: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        print(f"groupcoord: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
+        return 1
+
+
+__all__ = ["add_parsers", "run", "table", "list_offsets", "ErrorCode"]
