@@ -9,7 +9,9 @@ Rules:
   it also implements ``_parse``/``_build`` (a generic interpreter) which tests compare against the compiled
   form. No Adapter, lambda or context expression is used, so nothing falls back to interpretation.
 - Decoding never trusts a declared length: counts are checked against the bytes left before any list is
-  built (see ``protocol.primitives.read_count``).
+  built (``protocol.primitives.check_count``), string/bytes lengths against the bytes actually read.
+- The compiled parser inlines the common cases and calls ``protocol.primitives`` only for the rest: a
+  length whose varint fits one byte, an empty tagged-field section (one 0 byte), a count of 0 or null.
 - Missing values are encoded as the field's default; ``None`` in a non-nullable field also means default.
 """
 
@@ -260,11 +262,9 @@ class KStruct(Construct):
     def _emit_prelude(self, code: Any) -> None:
         code.append(
             """
-            from protocol.primitives import read_uvarint as _ruv, read_string as _rstr, read_bytes as _rbytes
-            from protocol.primitives import read_count as _rcount, read_uuid as _ruuid, read_exact as _rx
+            from protocol.primitives import read_string as _rstr, read_bytes as _rbytes, read_uuid as _ruuid
             from protocol.primitives import write_string as _wstr, write_bytes as _wbytes
             from protocol.primitives import write_count as _wcount, write_uuid as _wuuid
-            from protocol.primitives import skip_tagged_fields as _skiptags, encode_uvarint as _euv
             from protocol.compiler import parse_tagged as _ptags, write_tagged as _wtags, _MISSING
             from protocol.primitives import read_uvarint_after as _ruvx, skip_tagged_after as _skipx
             from protocol.primitives import truncated as _trunc, bad_length as _badlen, check_count as _chk

@@ -262,6 +262,13 @@ class Coordinator:
     def last_rebalance_ms(self) -> int | None:
         return self._env.stats.last_rebalance_ms
 
+    def take_rebalance_durations(self) -> list[int]:
+        """Durations (ms) of rebalances finished since the last call, oldest first."""
+        pending = self._env.stats.unreported_durations_ms
+        out = list(pending)
+        pending.clear()
+        return out
+
     @property
     def completed_rebalances(self) -> int:
         return self._env.stats.completed_rebalances

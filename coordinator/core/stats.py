@@ -6,7 +6,7 @@ enters PreparingRebalance and ends when it reaches Stable (leader's assignment s
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 REASONS = (
@@ -26,6 +26,8 @@ class Stats:
     rebalances: Counter[str] = field(default_factory=Counter)
     completed_rebalances: int = 0
     last_rebalance_ms: int | None = None
+    # durations not yet taken by the runtime's metrics (bounded: a slow scraper loses old ones, never memory)
+    unreported_durations_ms: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
 
     def rebalance_started(self, reason: str) -> None:
         self.rebalances[reason] += 1
@@ -33,3 +35,4 @@ class Stats:
     def rebalance_finished(self, duration_ms: int) -> None:
         self.completed_rebalances += 1
         self.last_rebalance_ms = duration_ms
+        self.unreported_durations_ms.append(duration_ms)

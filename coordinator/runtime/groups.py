@@ -200,6 +200,8 @@ class GroupService:
                 conn_slots.discard(slot)
 
     def _count_rebalances(self) -> None:
+        for ms in self.core.take_rebalance_durations():
+            self.broker.metrics.rebalance_seconds.observe(ms / 1000)
         for reason, n in self.core.rebalances_by_reason().items():
             seen = self._rebalances_seen.get(reason, 0)
             if n > seen:

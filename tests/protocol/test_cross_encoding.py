@@ -9,7 +9,12 @@ intersected with ours), old (non-flexible) and flexible alike:
   kafka-python's own decode of its frame must give the same body, and our encoder must write the same bytes.
 - Responses: ``codec.encode_response`` writes the frame; kafka-python's ``Response.decode(..., header=True,
   framed=True)`` must read the correlation id and every body value back, and its own encoder must write the
-  same bytes.
+  same bytes. (ApiVersions bodies use error_code 0: kafka-python reads any other as a v0 body, as Kafka does.)
+- The same two checks run once more per version with large values (200-byte non-ASCII strings, 300-byte
+  bytes, 130-element arrays, every tagged field set), so every compact length needs a multi-byte varint.
+- A body with no values encodes to kafka-python's bytes, except for the few defaults listed in
+  ``DEFAULT_DIFFERENCES`` (each with its reason; the list is exact, and with those values given the bytes
+  agree).
 
 Only representation is normalised between the two sides, never values: kafka-python's data objects become
 dicts, its memoryviews bytes; it reads the all-zero UUID as None; it represents Metadata's
