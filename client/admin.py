@@ -14,15 +14,15 @@ Rules:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
-
-from protocol.errors import ErrorCode, error_name
+from typing import Any
 
 from client.cluster import Cluster, Node
 from client.consumer_protocol import ConsumerProtocolError, TopicPartition, decode_assignment
 from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, check, error_for
 from client.offsets import OFFSET_FETCH, OffsetAndMetadata, offset_fetch_body, parse_offset_fetch
+from protocol.errors import ErrorCode, error_name
 
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 16, 15, 42, 19, 20
 _RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
@@ -251,7 +251,7 @@ class AdminClient:
 
 
 def _offset_fetch_error(resp: dict[str, Any], group_id: str) -> int:
-    if "groups" in resp and resp["groups"]:
+    if resp.get("groups"):
         return next((g["error_code"] for g in resp["groups"] if g["group_id"] == group_id), 0)
     return resp.get("error_code", 0)
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
-
-from protocol.errors import ErrorCode
+from typing import Any
 
 from client.connection import Body, BrokerConnection
 from client.errors import KafkaConnectionError, KafkaError, error_for
+from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 

@@ -25,14 +25,14 @@ import itertools
 import logging
 import socket
 import threading
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any, Union
 
+from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, UnsupportedVersionError
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader
 from protocol.messages import ALL
-
-from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, UnsupportedVersionError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ Body = Union[dict[str, Any], Callable[[int], dict[str, Any]]]
 class ResponseFuture:
     """The pending response to one request; completed once, by the reader thread or by a failure."""
 
-    __slots__ = ("api_key", "version", "correlation_id", "_event", "_value", "_error", "_conn")
+    __slots__ = ("_conn", "_error", "_event", "_value", "api_key", "correlation_id", "version")
 
     def __init__(self, conn: BrokerConnection, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key, self.version, self.correlation_id = api_key, version, correlation_id

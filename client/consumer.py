@@ -25,8 +25,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from client.assignors import COOPERATIVE, EAGER, PartitionAssignor, RangeAssignor
 from client.cluster import Cluster
@@ -300,7 +301,7 @@ class Consumer:
     def _call(self, method: str, partitions: set[TopicPartition]) -> None:
         try:
             getattr(self._listener, method)(set(partitions))
-        except Exception as e:  # noqa: BLE001 - user code: finish the rebalance, raise from poll()
+        except Exception as e:
             log.exception("rebalance listener %s failed", method)
             if self._listener_error is None:
                 self._listener_error = e

@@ -32,10 +32,9 @@ import enum
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
-
-from protocol.errors import ErrorCode, is_retriable
+from typing import Any, Protocol
 
 from client.cluster import Cluster, Node
 from client.errors import (
@@ -46,6 +45,7 @@ from client.errors import (
     error_for,
 )
 from client.heartbeat import Heartbeat, HeartbeatThread
+from protocol.errors import ErrorCode, is_retriable
 
 log = logging.getLogger(__name__)
 

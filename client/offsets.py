@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
-
-from protocol.errors import ErrorCode, is_retriable
+from typing import Any
 
 from client.consumer_protocol import TopicPartition, group_by_topic
 from client.errors import (
@@ -34,6 +33,7 @@ from client.errors import (
     RequestTimedOutError,
     error_for,
 )
+from protocol.errors import ErrorCode, is_retriable
 
 log = logging.getLogger(__name__)
 

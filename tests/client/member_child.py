@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from client.consumer import Consumer  # noqa: E402
+from client.consumer import Consumer
 
 
 def main() -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from server_process import ServerProcess  # type: ignore[import-not-found]
 
 from client.admin import AdminClient
 from client.cluster import Cluster
 from client.connection import BrokerConnection
 from client.errors import KafkaConnectionError
 from protocol.messages import ALL
-from server_process import ServerProcess  # type: ignore[import-not-found]
 
 
 def test_connect_negotiates_the_highest_common_version_of_every_api(server: ServerProcess) -> None:

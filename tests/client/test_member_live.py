@@ -18,14 +18,14 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
+from conftest import Broker  # type: ignore[import-not-found]
 
 from client import AdminClient, Consumer, ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
 from client.errors import CommitFailedError, KafkaError
-from conftest import Broker  # type: ignore[import-not-found]
 
 REQUIRED_APIS = {10: "FindCoordinator", 11: "JoinGroup", 14: "SyncGroup", 12: "Heartbeat", 13: "LeaveGroup",
                  8: "OffsetCommit", 9: "OffsetFetch", 15: "DescribeGroups", 42: "DeleteGroups",
@@ -214,13 +214,14 @@ def test_a_static_member_restarting_within_the_session_timeout_causes_no_rebalan
     wait_until(lambda: all_stable([other, first], 6), 20, "two static members to share the topic")
     generation = other.consumer.generation().generation_id
     had = first.partitions()
+    other.listener.events.clear()  # the two may have formed the group in one rebalance or two
     first.close()  # static: no LeaveGroup
     again = Polling(consumers("g-static", group_instance_id="static-b"), topic)
-    wait_until(lambda: again.stable(), SESSION_MS / 1000, "the restarted static member to be stable")
+    wait_until(lambda: again.stable(), SESSION_MS / 1000 * 1.5, "the restarted static member to be stable")
     assert again.partitions() == had
     time.sleep(SESSION_MS / 1000)  # past the old session: still no rebalance
     assert other.consumer.generation().generation_id == generation and other.stable()
-    assert other.listener.events == [("assigned", other.partitions())]
+    assert other.listener.events == []  # nothing revoked or reassigned: no rebalance happened
     for m in (other, again):
         m.close()
 
@@ -250,18 +251,13 @@ def test_commits_survive_a_restart_of_the_member(consumers: Callable[..., Consum
         assert [r.error_code for r in admin.delete_groups(["g-commit"])] == [0]
 
 
-def test_a_commit_from_a_fenced_generation_raises_commit_failed(consumers: Callable[..., Consumer],
-                                                               topic: str) -> None:
-    member = Polling(consumers("g-fence", enable_auto_commit=False), topic)
+def test_a_commit_after_the_member_left_on_poll_timeout_raises_commit_failed(
+        consumers: Callable[..., Consumer], topic: str) -> None:
+    member = Polling(consumers("g-fence", enable_auto_commit=False, max_poll_interval_ms=1000), topic)
     wait_until(lambda: all_stable([member], 6), 20, "the member to own the topic")
     member.run_polls.clear()
-    time.sleep(0.1)
-    old = member.consumer.generation()
-    intruder = Polling(consumers("g-fence", enable_auto_commit=False), topic)
-    wait_until(lambda: intruder.consumer.generation().generation_id > old.generation_id, 20,
-               "a new generation without the first member")
-    # the first member's session expires (it has not polled, but its heartbeat thread saw the rebalance)
-    with pytest.raises((CommitFailedError, KafkaError)):
+    wait_until(lambda: member.consumer.generation().generation_id == -1, 10,
+               "the heartbeat thread to leave the group after max.poll.interval.ms")
+    with pytest.raises(CommitFailedError):
         member.consumer.commit({TopicPartition(topic, 0): 1}, timeout_ms=3000)
-    for m in (member, intruder):
-        m.close()
+    member.close()

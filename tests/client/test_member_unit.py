@@ -9,12 +9,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakes_member import COORD, FakeTransport, ManualClock, Never, RecordingHooks, error, join_ok, sync_ok  # noqa: E402
+from fakes_member import COORD, FakeTransport, ManualClock, Never, RecordingHooks, error, join_ok, sync_ok
 
-from client.errors import BrokerResponseError, FencedInstanceIdError, KafkaConnectionError  # noqa: E402
-from client.heartbeat import Action, run_once  # noqa: E402
-from client.member import GroupMember, MemberConfig, MemberState  # noqa: E402
-from protocol.errors import ErrorCode  # noqa: E402
+from client.errors import BrokerResponseError, FencedInstanceIdError, KafkaConnectionError
+from client.heartbeat import Action, run_once
+from client.member import GroupMember, MemberConfig, MemberState
+from protocol.errors import ErrorCode
 
 JOIN, HEARTBEAT, LEAVE, SYNC = 11, 12, 13, 14
 

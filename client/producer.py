@@ -1,0 +1,528 @@
+"""Producer: batches records per partition and sends them, per leader node, from a background thread.
+
+Rules and invariants:
+- ``send()`` never waits for the network except to learn a new topic's partition count (Metadata with
+  auto-creation, up to ``max_block_ms``). It appends the record to its partition's open batch in the
+  accumulator and returns a ``FutureRecordMetadata``; ``get(timeout)`` gives ``RecordMetadata(topic,
+  partition, offset, timestamp)`` or raises the failure.
+- Partitioning: an explicit ``partition`` wins; otherwise ``client.partitioner.DefaultPartitioner`` (murmur2
+  for keys, a sticky partition for keyless records that moves whenever a keyless record would open a new
+  batch, as Kafka's ``abortOnNewBatch``).
+- A batch holds records of one partition up to ``batch_size`` bytes (estimated, uncompressed; a single
+  bigger record gets a batch of its own). It is *ready* when it is full (a newer batch exists behind it),
+  ``linger_ms`` has passed since it was opened, or a flush/close is in progress.
+- The sender thread drains at most one ready batch per partition, groups them per leader node and sends one
+  Produce request per node (at most ``max_request_size`` bytes of batches, at least one), with the highest
+  Produce version both sides support (>= 3). Order per partition is kept by muting a partition while a batch
+  of it is in flight (Kafka's max.in.flight=1 ordering guarantee, without idempotence).
+- Responses are read by one waiter thread per node, in request order. Per partition: success completes the
+  futures with ``base_offset + i``; a retriable error (or a lost connection / timeout) puts the batch back at
+  the head of its partition after ``retry_backoff_ms`` and refreshes metadata, at most ``retries`` times;
+  anything else fails the batch's futures with ``client.errors.error_for(code)``.
+- acks=0: the node sends no response; futures complete with offset -1 as soon as the request is written.
+- ``flush(timeout)`` makes every buffered batch ready and waits for the futures that existed when it was
+  called. ``close(timeout)`` flushes, stops the threads and closes the connections; what could not be sent
+  by then fails with ``ProducerClosedError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from queue import Queue
+from typing import Any, Callable, Iterable, Sequence
+
+from protocol.errors import ErrorCode, is_retriable
+from protocol.record_batch import Compression, build_batch
+
+from client.cluster import Cluster
+from client.connection import BrokerConnection, ResponseFuture
+from client.consumer_protocol import TopicPartition, group_by_topic
+from client.errors import BrokerResponseError, IllegalStateError, KafkaError, error_for
+from client.partitioner import DefaultPartitioner
+
+log = logging.getLogger(__name__)
+
+PRODUCE = 0
+MIN_PRODUCE_VERSION = 3
+RECORD_OVERHEAD = 21  # worst-case varints + attributes of one record (Kafka's estimate is similar)
+BATCH_HEADER = 61
+COMPRESSION = {None: Compression.NONE, "none": Compression.NONE, "gzip": Compression.GZIP}
+ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+class ProducerTimeoutError(KafkaError):
+    """A wait (metadata for send, get, flush) did not finish in time."""
+
+    retriable = True
+
+
+class ProducerClosedError(IllegalStateError):
+    """The producer was closed before the record could be sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class FutureRecordMetadata:
+    """The result of one ``send``: completed once, by the sender or a response-waiter thread."""
+
+    __slots__ = ("topic", "partition", "_event", "_value", "_error", "_callbacks", "_lock")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        self._event = threading.Event()
+        self._value: RecordMetadata | None = None
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[RecordMetadata | None, BaseException | None], None]] = []
+        self._lock = threading.Lock()
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def succeeded(self) -> bool:
+        return self._event.is_set() and self._error is None
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """Wait up to ``timeout`` seconds; the metadata, or the failure raised."""
+        if not self._event.wait(timeout):
+            raise ProducerTimeoutError(f"no acknowledgement for {self.topic}-{self.partition} in {timeout}s")
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+    def add_callback(self, fn: Callable[[RecordMetadata | None, BaseException | None], None]) -> None:
+        """``fn(metadata, error)`` once completed (at once if already done), on the completing thread."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self._value, self._error)
+
+    def _complete(self, value: RecordMetadata | None, error: BaseException | None) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._value, self._error = value, error
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn(value, error)
+            except Exception:  # noqa: BLE001 - user code must not kill the sender
+                log.exception("producer callback failed")
+
+
+@dataclass(slots=True, eq=False)
+class ProducerBatch:
+    tp: TopicPartition
+    created: float
+    records: list[tuple[bytes | None, bytes | None, Headers, int]] = field(default_factory=list)
+    futures: list[FutureRecordMetadata] = field(default_factory=list)
+    size: int = BATCH_HEADER
+    attempts: int = 0
+    retry_at: float = 0.0
+    payload: bytes | None = None
+
+    def try_append(self, key: bytes | None, value: bytes | None, headers: Headers, ts: int, size: int,
+                   limit: int) -> FutureRecordMetadata | None:
+        if self.records and self.size + size > limit:
+            return None
+        self.records.append((key, value, headers, ts))
+        self.size += size
+        fut = FutureRecordMetadata(self.tp.topic, self.tp.partition)
+        self.futures.append(fut)
+        return fut
+
+    def encoded(self, compression: int) -> bytes:
+        if self.payload is None:
+            self.payload = build_batch(self.records, compression=compression)
+        return self.payload
+
+    def complete(self, base_offset: int, log_append_time: int = -1) -> None:
+        for i, (fut, rec) in enumerate(zip(self.futures, self.records)):
+            offset = base_offset + i if base_offset >= 0 else -1
+            ts = log_append_time if log_append_time >= 0 else rec[3]
+            fut._complete(RecordMetadata(self.tp.topic, self.tp.partition, offset, ts), None)
+
+    def fail(self, error: BaseException) -> None:
+        for fut in self.futures:
+            fut._complete(None, error)
+
+
+def record_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
+    size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+    for hkey, hvalue in headers:
+        size += 10 + len(hkey) + (len(hvalue) if hvalue else 0)
+    return size
+
+
+class Producer:
+    def __init__(self, bootstrap_servers: str | Sequence[str], client_id: str | None = None, *,
+                 acks: int | str = 1, linger_ms: int = 5, batch_size: int = 16384,
+                 compression_type: str | None = None, max_request_size: int = 1048576,
+                 request_timeout_ms: int = 30000, retries: int = 5, retry_backoff_ms: int = 100,
+                 max_block_ms: int = 60000, partitioner: DefaultPartitioner | None = None,
+                 cluster: Cluster | None = None) -> None:
+        if acks not in ACKS:
+            raise ValueError(f"acks must be one of 0, 1, -1, 'all' (got {acks!r})")
+        if compression_type not in COMPRESSION:
+            raise ValueError(f"compression_type must be None or 'gzip' (got {compression_type!r})")
+        self.client_id = client_id or "groupcoord-producer"
+        self.acks = ACKS[acks]
+        self.linger_s = max(0, linger_ms) / 1000
+        self.batch_size = max(1, batch_size)
+        self.compression = COMPRESSION[compression_type]
+        self.max_request_size = max_request_size
+        self.request_timeout_ms = request_timeout_ms
+        self.retries = max(0, retries)
+        self.retry_backoff_s = max(0, retry_backoff_ms) / 1000
+        self.max_block_s = max_block_ms / 1000
+        self.partitioner = partitioner or DefaultPartitioner()
+        self._own_cluster = cluster is None
+        self.cluster = cluster or Cluster(bootstrap_servers, client_id=self.client_id,
+                                          request_timeout_ms=request_timeout_ms)
+        self._cond = threading.Condition()
+        self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._muted: set[TopicPartition] = set()
+        self._in_flight: set[ProducerBatch] = set()
+        self._flushing = 0
+        self._closing = False
+        self._closed = False
+        self._metadata_stale = False
+        self._metadata_lock = threading.Lock()
+        self._topics: set[str] = set()
+        self._waiters: dict[int, _ResponseWaiter] = {}
+        self._sender = threading.Thread(target=self._run, name=f"kafka-producer-{self.client_id}", daemon=True)
+        self._sender.start()
+
+    # ------------------------------------------------------------------ public API
+    def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
+             headers: Headers | None = None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata:
+        if self._closing:
+            raise ProducerClosedError("send() after close()")
+        if value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError("value must be bytes or None")
+        if key is not None and not isinstance(key, (bytes, bytearray, memoryview)):
+            raise TypeError("key must be bytes or None")
+        key = bytes(key) if key is not None and not isinstance(key, bytes) else key
+        value = bytes(value) if value is not None and not isinstance(value, bytes) else value
+        hdrs: Headers = tuple(headers or ())
+        ts = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        num_partitions = self._partition_count(topic)
+        if partition is not None and not 0 <= partition < num_partitions:
+            raise ValueError(f"{topic} has {num_partitions} partitions, partition {partition} does not exist")
+        size = record_size(key, value, hdrs)
+        if size + BATCH_HEADER > self.max_request_size:
+            fut = FutureRecordMetadata(topic, -1 if partition is None else partition)
+            fut._complete(None, error_for(ErrorCode.MESSAGE_TOO_LARGE,
+                                          f"record of ~{size} bytes exceeds max_request_size"))
+            return fut
+        with self._cond:
+            if partition is None:
+                p = self.partitioner.partition(topic, key, num_partitions)
+                if key is None and self._needs_new_batch(TopicPartition(topic, p), size):
+                    self.partitioner.on_new_batch(topic, num_partitions, p)
+                    p = self.partitioner.partition(topic, key, num_partitions)
+            else:
+                p = partition
+            return self._append(TopicPartition(topic, p), key, value, hdrs, ts, size)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything buffered now and wait until it is acknowledged (or failed)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            futures = [f for q in self._batches.values() for b in q for f in b.futures]
+            futures += [f for b in self._in_flight for f in b.futures]
+            self._flushing += 1
+            self._cond.notify_all()
+        try:
+            for fut in futures:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not fut._event.wait(left):
+                    raise ProducerTimeoutError(f"flush did not complete in {timeout}s")
+        finally:
+            with self._cond:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (within ``timeout``), stop the sender, fail whatever is left, close the connections."""
+        if self._closed:
+            return
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._sender.join(timeout)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            left = [b for q in self._batches.values() for b in q] + list(self._in_flight)
+            self._batches.clear()
+        for b in left:
+            b.fail(ProducerClosedError("the producer was closed before the record was acknowledged"))
+        for waiter in list(self._waiters.values()):
+            waiter.stop()
+        if self._own_cluster:
+            self.cluster.close()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return list(range(self._partition_count(topic)))
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ accumulator (under self._cond)
+    def _needs_new_batch(self, tp: TopicPartition, size: int) -> bool:
+        q = self._batches.get(tp)
+        if not q:
+            return True
+        last = q[-1]
+        return last.payload is not None or (bool(last.records) and last.size + size > self.batch_size)
+
+    def _append(self, tp: TopicPartition, key: bytes | None, value: bytes | None, headers: Headers, ts: int,
+                size: int) -> FutureRecordMetadata:
+        q = self._batches.setdefault(tp, deque())
+        if q and q[-1].payload is None:
+            fut = q[-1].try_append(key, value, headers, ts, size, self.batch_size)
+            if fut is not None:
+                return fut
+        batch = ProducerBatch(tp, time.monotonic())
+        fut = batch.try_append(key, value, headers, ts, size, self.batch_size)
+        assert fut is not None
+        q.append(batch)
+        self._cond.notify_all()
+        return fut
+
+    def _is_ready(self, q: deque[ProducerBatch], now: float) -> bool:
+        first = q[0]
+        if first.retry_at > now:
+            return False
+        return (len(q) > 1 or self._flushing > 0 or self._closing or first.attempts > 0
+                or now - first.created >= self.linger_s or first.size >= self.batch_size)
+
+    def _next_wake(self, now: float) -> float | None:
+        """Seconds until some batch becomes ready (None: nothing is buffered)."""
+        best: float | None = None
+        for tp, q in self._batches.items():
+            if not q or tp in self._muted:
+                continue
+            first = q[0]
+            at = max(first.retry_at, first.created + self.linger_s)
+            if self._flushing or self._closing or len(q) > 1:
+                at = first.retry_at
+            best = at if best is None else min(best, at)
+        return None if best is None else max(0.0, best - now)
+
+    def _drain(self, now: float) -> tuple[dict[int, list[ProducerBatch]], set[str]]:
+        """Ready batches grouped per leader node, and topics whose leader is unknown."""
+        by_node: dict[int, list[ProducerBatch]] = {}
+        sizes: dict[int, int] = {}
+        unknown: set[str] = set()
+        for tp, q in self._batches.items():
+            if not q or tp in self._muted or not self._is_ready(q, now):
+                continue
+            leader = self.cluster.leader_for(tp.topic, tp.partition)
+            if leader is None:
+                unknown.add(tp.topic)
+                continue
+            size = q[0].size
+            if by_node.get(leader) and sizes[leader] + size > self.max_request_size:
+                continue
+            batch = q.popleft()
+            by_node.setdefault(leader, []).append(batch)
+            sizes[leader] = sizes.get(leader, 0) + size
+            self._muted.add(tp)
+            self._in_flight.add(batch)
+        for tp in [tp for tp, q in self._batches.items() if not q]:
+            del self._batches[tp]
+        return by_node, unknown
+
+    def _has_work(self) -> bool:
+        return bool(self._batches) or bool(self._in_flight)
+
+    # ------------------------------------------------------------------ sender thread
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed or (self._closing and not self._has_work()):
+                        return
+                    now = time.monotonic()
+                    by_node, unknown = self._drain(now)
+                    if by_node or unknown or self._metadata_stale:
+                        break
+                    self._cond.wait(self._next_wake(now))
+                stale, self._metadata_stale = self._metadata_stale, False
+            if unknown or stale:
+                self._refresh_metadata(unknown)
+            for node_id, batches in by_node.items():
+                self._send_to(node_id, batches)
+            if unknown and not by_node:
+                time.sleep(self.retry_backoff_s)
+
+    def _send_to(self, node_id: int, batches: list[ProducerBatch]) -> None:
+        try:
+            payloads = {b.tp: b.encoded(self.compression) for b in batches}
+            conn = self.cluster.connection(node_id)
+            version = conn.version_for(PRODUCE, min_version=MIN_PRODUCE_VERSION)
+            body = produce_body(self.acks, self.request_timeout_ms, payloads)
+            fut = conn.send_async(PRODUCE, body, version=version)
+        except KafkaError as e:
+            self._batches_failed(batches, e)
+            return
+        if self.acks == 0:
+            forget_response(conn, fut)
+            for b in batches:
+                b.complete(-1)
+            self._batches_done(batches)
+            return
+        waiter = self._waiters.get(node_id)
+        if waiter is None or not waiter.alive:
+            waiter = self._waiters[node_id] = _ResponseWaiter(self, node_id)
+        waiter.put(fut, {b.tp: b for b in batches})
+
+    def _refresh_metadata(self, extra: Iterable[str] = ()) -> None:
+        topics = set(self._topics) | set(extra)
+        try:
+            with self._metadata_lock:
+                self.cluster.refresh_metadata(topics, allow_auto_topic_creation=True)
+        except KafkaError as e:
+            log.info("producer metadata refresh failed: %s", e)
+
+    # ------------------------------------------------------------------ completions (waiter threads)
+    def _handle_response(self, batches: dict[TopicPartition, ProducerBatch], resp: dict[str, Any]) -> None:
+        done: list[ProducerBatch] = []
+        retry: list[tuple[ProducerBatch, KafkaError]] = []
+        for t in resp["responses"]:
+            for p in t["partition_responses"]:
+                batch = batches.pop(TopicPartition(t["name"], p["index"]), None)
+                if batch is None:
+                    continue
+                code = p["error_code"]
+                if code == ErrorCode.NONE:
+                    batch.complete(p["base_offset"], p.get("log_append_time_ms", -1))
+                    done.append(batch)
+                else:
+                    retry.append((batch, error_for(code, p.get("error_message"))))
+        for batch in batches.values():
+            retry.append((batch, KafkaError(f"the Produce response did not mention {batch.tp}")))
+        self._batches_done(done)
+        for batch, err in retry:
+            self._batches_failed([batch], err)
+
+    def _batches_done(self, batches: Iterable[ProducerBatch]) -> None:
+        with self._cond:
+            for b in batches:
+                self._in_flight.discard(b)
+                self._muted.discard(b.tp)
+            self._cond.notify_all()
+
+    def _batches_failed(self, batches: Iterable[ProducerBatch], error: KafkaError) -> None:
+        """Retry what may be retried (back at the head of its partition), fail the rest."""
+        failed: list[ProducerBatch] = []
+        with self._cond:
+            for b in batches:
+                self._in_flight.discard(b)
+                self._muted.discard(b.tp)
+                if error.retriable and b.attempts < self.retries and not self._closed:
+                    b.attempts += 1
+                    b.retry_at = time.monotonic() + self.retry_backoff_s
+                    self._batches.setdefault(b.tp, deque()).appendleft(b)
+                    self._metadata_stale = True
+                    log.info("retrying %s (attempt %d) after %s", b.tp, b.attempts, error)
+                else:
+                    failed.append(b)
+            self._cond.notify_all()
+        for b in failed:
+            b.fail(error)
+
+    # ------------------------------------------------------------------ metadata for send()
+    def _partition_count(self, topic: str) -> int:
+        self._topics.add(topic)
+        meta = self.cluster.topics.get(topic)
+        if meta is not None and meta.partitions:
+            return len(meta.partitions)
+        deadline = time.monotonic() + self.max_block_s
+        last: str = "no answer"
+        while True:
+            try:
+                with self._metadata_lock:
+                    seen = self.cluster.refresh_metadata([topic], allow_auto_topic_creation=True)
+                t = seen.get(topic)
+                if t is not None and t.error_code == 0 and t.partitions:
+                    return len(t.partitions)
+                if t is not None and t.error_code and not is_retriable(t.error_code):
+                    raise error_for(t.error_code, f"metadata for {topic}")
+                last = f"error {t.error_code}" if t is not None else "topic not in the response"
+            except BrokerResponseError:
+                raise
+            except KafkaError as e:
+                last = str(e)
+            if time.monotonic() + self.retry_backoff_s > deadline:
+                raise ProducerTimeoutError(f"no metadata for topic {topic} within max_block_ms ({last})")
+            time.sleep(self.retry_backoff_s)
+
+
+class _ResponseWaiter:
+    """Reads one node's Produce responses in request order and hands them to the producer."""
+
+    def __init__(self, producer: Producer, node_id: int) -> None:
+        self.producer = producer
+        self.queue: Queue[tuple[ResponseFuture, dict[TopicPartition, ProducerBatch]] | None] = Queue()
+        self.thread = threading.Thread(target=self._run, name=f"kafka-producer-acks-{node_id}", daemon=True)
+        self.alive = True
+        self.thread.start()
+
+    def put(self, fut: ResponseFuture, batches: dict[TopicPartition, ProducerBatch]) -> None:
+        self.queue.put((fut, batches))
+
+    def stop(self) -> None:
+        self.queue.put(None)
+
+    def _run(self) -> None:
+        timeout = self.producer.request_timeout_ms / 1000 + 5.0
+        try:
+            while (item := self.queue.get()) is not None:
+                fut, batches = item
+                try:
+                    resp = fut.result(timeout)
+                except KafkaError as e:
+                    self.producer._batches_failed(batches.values(), e)
+                    continue
+                self.producer._handle_response(batches, resp)
+        finally:
+            self.alive = False
+
+
+def produce_body(acks: int, timeout_ms: int, payloads: dict[TopicPartition, bytes]) -> dict[str, Any]:
+    return {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms, "topic_data": [
+        {"name": topic, "partition_data": [{"index": p, "records": payloads[TopicPartition(topic, p)]}
+                                           for p in parts]}
+        for topic, parts in group_by_topic(payloads)]}
+
+
+def forget_response(conn: BrokerConnection, fut: ResponseFuture) -> None:
+    """acks=0: the node never answers, so drop the pending entry (else it leaks and counts as in flight).
+
+    BrokerConnection has no public "no response expected" send yet; this touches its pending table.
+    """
+    with conn._pending_lock:
+        conn._pending.pop(fut.correlation_id, None)
