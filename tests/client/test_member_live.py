@@ -261,3 +261,32 @@ def test_a_commit_after_the_member_left_on_poll_timeout_raises_commit_failed(
     with pytest.raises(CommitFailedError):
         member.consumer.commit({TopicPartition(topic, 0): 1}, timeout_ms=3000)
     member.close()
+
+
+def test_cooperative_sticky_moves_only_what_it_must_and_never_double_assigns(
+        consumers: Callable[..., Consumer], topic: str) -> None:
+    """KIP-429: when a member joins, the others give up only the partitions that move, in a first rebalance,
+    and the newcomer receives them in a second; nobody loses a partition it keeps."""
+    from client.assignors import CooperativeStickyAssignor
+
+    def member(name: str) -> Polling:
+        return Polling(consumers("g-coop", client_id=name,
+                                 partition_assignment_strategy=[CooperativeStickyAssignor()]), topic)
+
+    a, b = member("a"), member("b")
+    wait_until(lambda: all_stable([a, b], 6), 20, "two cooperative members to share the topic")
+    before = {"a": set(a.partitions()), "b": set(b.partitions())}
+    a.listener.events.clear()
+    b.listener.events.clear()
+    c = member("c")
+    wait_until(lambda: all_stable([a, b, c], 6), 30, "the third member to receive partitions")
+    after = {"a": set(a.partitions()), "b": set(b.partitions()), "c": set(c.partitions())}
+    assert sorted(len(v) for v in after.values()) == [2, 2, 2]
+    for name, m in (("a", a), ("b", b)):
+        assert after[name] <= before[name], "sticky: an old member only gives partitions away"
+        revoked = set().union(*[set(p) for kind, p in m.listener.events if kind == "revoked"])
+        assert revoked == before[name] - after[name], "cooperative: revoke exactly what moved"
+        assert all(kind != "lost" for kind, _ in m.listener.events)
+    assert after["c"] == (before["a"] - after["a"]) | (before["b"] - after["b"])
+    for m in (a, b, c):
+        m.close()
