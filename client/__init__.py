@@ -35,8 +35,10 @@ from client.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
+from client.fetcher import ConsumerRecord, Fetcher
 from client.member import MemberState
 from client.offsets import OffsetAndMetadata
+from client.producer import Producer, RecordMetadata
 
 __all__ = [
     "AdminClient",
@@ -44,6 +46,10 @@ __all__ = [
     "ClusterDescription",
     "CommitFailedError",
     "Consumer",
+    "ConsumerRecord",
+    "Fetcher",
+    "Producer",
+    "RecordMetadata",
     "ConsumerRebalanceListener",
     "CooperativeStickyAssignor",
     "FencedInstanceIdError",

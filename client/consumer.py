@@ -1,4 +1,4 @@
-"""Consumer: the synchronous, Kafka-shaped API over a group member, offsets and (later) the fetcher.
+"""Consumer: the synchronous, Kafka-shaped API over a group member, offsets and the fetcher.
 
 Rules and invariants:
 - Not thread-safe, like Kafka's consumer: one application thread calls it. The only other thread is the
@@ -6,8 +6,10 @@ Rules and invariants:
 - ``poll(timeout_ms)`` drives everything on the application thread: coordinator discovery, joins and
   syncs (rebalance listener callbacks run here, inside poll), auto-commit, completion callbacks of
   ``commit_async``, metadata refresh (the leader rejoins when a subscribed topic's partition count
-  changes), then asks the record source for records. The record source is a seam: today
-  ``NoRecords`` returns nothing; the fetcher (seed 003) will plug in through ``RecordSource``.
+  changes), initialises unknown positions (committed offset, else the reset policy), then asks the record
+  source for records. The record source is a seam:
+  records come from ``client.fetcher.Fetcher`` (seed 003) through ``RecordSource``; ``NoRecords`` is a
+  stand-in for tests.
 - Rebalance protocol: cooperative when every configured assignor is cooperative, eager otherwise.
   Eager: every owned partition is revoked before rejoining and the new assignment is assigned whole.
   Cooperative: only partitions that move are revoked, after the assignment, and a follow-up rebalance
@@ -40,6 +42,7 @@ from client.consumer_protocol import (
     encode_subscription,
 )
 from client.errors import IllegalStateError, KafkaError
+from client.fetcher import Fetcher, FetcherRecordSource
 from client.member import ClusterTransport, Generation, GroupMember, JoinedMember, MemberConfig
 from client.offsets import RESET_POLICIES, GroupOffsets, OffsetAndMetadata, Positions
 
@@ -83,6 +86,9 @@ class Consumer:
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
                  auto_offset_reset: str = "latest", request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, metadata_max_age_ms: int = 300000, client_rack: str | None = None,
+                 max_poll_records: int = 500, fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
+                 fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 1048576,
+                 isolation_level: str = "read_uncommitted", check_crcs: bool = True,
                  record_source: RecordSource | None = None) -> None:
         if auto_offset_reset not in RESET_POLICIES:
             raise ValueError(f"auto_offset_reset must be one of {sorted(RESET_POLICIES)}")
@@ -102,7 +108,17 @@ class Consumer:
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.metadata_max_age_ms = metadata_max_age_ms
         self.client_rack = client_rack
-        self.records: RecordSource = record_source or NoRecords()
+        self.fetcher: Fetcher | None = None
+        if record_source is None:
+            self.fetcher = Fetcher(self.cluster, positions=self.positions, max_poll_records=max_poll_records,
+                                   fetch_max_wait_ms=fetch_max_wait_ms, fetch_min_bytes=fetch_min_bytes,
+                                   fetch_max_bytes=fetch_max_bytes,
+                                   max_partition_fetch_bytes=max_partition_fetch_bytes,
+                                   isolation_level=isolation_level, auto_offset_reset=auto_offset_reset,
+                                   check_crcs=check_crcs, request_timeout_ms=request_timeout_ms,
+                                   retry_backoff_ms=retry_backoff_ms)
+            record_source = FetcherRecordSource(self.fetcher)
+        self.records: RecordSource = record_source
         self._subscription: tuple[str, ...] = ()
         self._listener = ConsumerRebalanceListener()
         self._next_auto_commit_ms = 0
@@ -139,6 +155,9 @@ class Consumer:
             self._raise_listener_error()
             self.offsets.complete_async_commits()
             self._maybe_auto_commit()
+            missing = self.positions.missing()
+            if missing:  # newly assigned: start at the committed offset, else the reset policy
+                self.offsets.update_positions(missing, None)  # request timeout: never reset for lack of time
             records = self.records.poll(self.positions, max(0, deadline - self.member.now_ms()))
             if records:
                 return records
@@ -189,6 +208,17 @@ class Consumer:
             raise ValueError("offset must be >= 0")
         self.positions.seek(tp, offset)
 
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._fetcher().seek_to_beginning(partitions)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._fetcher().seek_to_end(partitions)
+
+    def _fetcher(self) -> Fetcher:
+        if self.fetcher is None:
+            raise IllegalStateError("this consumer was built with a custom record source")
+        return self.fetcher
+
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         self.positions.paused.update(TopicPartition(*tp) for tp in partitions if self.positions.is_assigned(tp))
 
@@ -218,6 +248,8 @@ class Consumer:
                 self._call("on_partitions_revoked", owned)
             self.member.close(timeout_ms, leave=not self.member.is_static)
         finally:
+            if self.fetcher is not None:
+                self.fetcher.close()
             self.cluster.close()
 
     def __enter__(self) -> Consumer:

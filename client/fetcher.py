@@ -16,6 +16,8 @@ Rules and invariants:
   past every record returned, past skipped control batches and past the end of fully consumed batches.
 - Decoding: CRC checked (``check_crcs``), gzip decompressed, control batches skipped, records below the
   fetch offset (a batch starting before it) skipped, a partial trailing batch ignored.
+- Unknown positions (None) are set with the reset policy before fetching (policy "none" raises
+  ``NoOffsetForPartitionError``); a consumer sets them from committed offsets first.
 - Errors per partition: OFFSET_OUT_OF_RANGE at the current position resets it with the reset policy
   (ListOffsets earliest/latest; policy "none" raises ``OffsetOutOfRangeError``); leadership/unknown-topic
   and other retriable errors refresh metadata; any other code raises ``error_for(code)``. A failed request
@@ -28,16 +30,22 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NamedTuple, Protocol
-
-from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, decode_batch, split_batches
+from typing import Any, NamedTuple, Protocol
 
 from client.connection import ResponseFuture
 from client.consumer_protocol import TopicPartition, group_by_topic
-from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, error_for
+from client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    NoOffsetForPartitionError,
+    RequestTimedOutError,
+    error_for,
+)
 from client.offsets import LIST_OFFSETS, RESET_POLICIES, Positions, list_offsets_body, parse_list_offsets
+from protocol.errors import ErrorCode, is_retriable
+from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, decode_batch, split_batches
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +100,17 @@ class _InFlight:
 class PartitionRecords:
     """The records of one completed fetch, decoded one batch at a time as they are taken."""
 
-    __slots__ = ("tp", "fetch_offset", "_batches", "_next_batch", "_records", "_index", "_batch_end",
-                 "_check_crcs", "exhausted")
+    __slots__ = (
+        "_batch_end",
+        "_batches",
+        "_check_crcs",
+        "_index",
+        "_next_batch",
+        "_records",
+        "exhausted",
+        "fetch_offset",
+        "tp",
+    )
 
     def __init__(self, tp: TopicPartition, fetch_offset: int, raw: bytes, check_crcs: bool) -> None:
         self.tp = tp
@@ -128,7 +145,7 @@ class PartitionRecords:
         while self._next_batch < len(self._batches):
             batch = self._batches[self._next_batch]
             self._next_batch += 1
-            base, length, _, _, _, attrs, last_delta, *_ = HEADER.unpack_from(batch, 0)
+            base, _, _, _, _, attrs, last_delta, *_ = HEADER.unpack_from(batch, 0)
             end = base + last_delta + 1
             if end <= self.fetch_offset:
                 continue  # wholly below the fetch offset
@@ -416,7 +433,7 @@ class Fetcher:
         tps = list(partitions)
         timestamp = RESET_POLICIES[self.auto_offset_reset]
         if timestamp is None:
-            raise OffsetOutOfRangeError({tp: -1 for tp in tps})
+            raise NoOffsetForPartitionError(sorted(tps))
         self._seek_to(tps, timestamp)
 
     def list_offsets(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:

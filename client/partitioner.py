@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 SEED = 0x9747B28C
 M = 0x5BD1E995

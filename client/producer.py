@@ -31,18 +31,18 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from queue import Queue
-from typing import Any, Callable, Iterable, Sequence
-
-from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import Compression, build_batch
+from typing import Any, Self
 
 from client.cluster import Cluster
 from client.connection import BrokerConnection, ResponseFuture
 from client.consumer_protocol import TopicPartition, group_by_topic
 from client.errors import BrokerResponseError, IllegalStateError, KafkaError, error_for
 from client.partitioner import DefaultPartitioner
+from protocol.errors import ErrorCode, is_retriable
+from protocol.record_batch import Compression, build_batch
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ COMPRESSION = {None: Compression.NONE, "none": Compression.NONE, "gzip": Compres
 ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
 
 Headers = Sequence[tuple[str, bytes | None]]
+Callback = Callable[["RecordMetadata | None", "BaseException | None"], None]
 
 
 class ProducerTimeoutError(KafkaError):
@@ -74,57 +75,87 @@ class RecordMetadata:
     timestamp: int
 
 
+class _BatchResult:
+    """The outcome of one batch, shared by its records' futures (Kafka's ProduceRequestResult)."""
+
+    __slots__ = ("base_offset", "callbacks", "error", "event", "lock", "log_append_time")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.callbacks: list[tuple[FutureRecordMetadata, Callback]] = []
+        self.lock = threading.Lock()
+
+    def complete(self, base_offset: int, log_append_time: int, error: BaseException | None) -> None:
+        with self.lock:
+            if self.event.is_set():
+                return
+            self.base_offset, self.log_append_time, self.error = base_offset, log_append_time, error
+            self.event.set()
+            callbacks, self.callbacks = self.callbacks, []
+        for fut, fn in callbacks:
+            fut._run_callback(fn)
+
+
 class FutureRecordMetadata:
-    """The result of one ``send``: completed once, by the sender or a response-waiter thread."""
+    """The result of one ``send``: the record's index in a batch whose result completes once."""
 
-    __slots__ = ("topic", "partition", "_event", "_value", "_error", "_callbacks", "_lock")
+    __slots__ = ("_index", "_result", "_timestamp", "partition", "topic")
 
-    def __init__(self, topic: str, partition: int) -> None:
+    def __init__(self, topic: str, partition: int, result: _BatchResult, index: int, timestamp: int) -> None:
         self.topic, self.partition = topic, partition
-        self._event = threading.Event()
-        self._value: RecordMetadata | None = None
-        self._error: BaseException | None = None
-        self._callbacks: list[Callable[[RecordMetadata | None, BaseException | None], None]] = []
-        self._lock = threading.Lock()
+        self._result, self._index, self._timestamp = result, index, timestamp
 
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._result.event.is_set()
 
     def succeeded(self) -> bool:
-        return self._event.is_set() and self._error is None
+        return self._result.event.is_set() and self._result.error is None
 
     def exception(self) -> BaseException | None:
-        return self._error
+        return self._result.error
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._result.event.wait(timeout)
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """Wait up to ``timeout`` seconds; the metadata, or the failure raised."""
-        if not self._event.wait(timeout):
+        res = self._result
+        if not res.event.wait(timeout):
             raise ProducerTimeoutError(f"no acknowledgement for {self.topic}-{self.partition} in {timeout}s")
-        if self._error is not None:
-            raise self._error
-        assert self._value is not None
-        return self._value
+        if res.error is not None:
+            raise res.error
+        return self._metadata()
 
-    def add_callback(self, fn: Callable[[RecordMetadata | None, BaseException | None], None]) -> None:
+    def _metadata(self) -> RecordMetadata:
+        res = self._result
+        offset = res.base_offset + self._index if res.base_offset >= 0 else -1
+        ts = res.log_append_time if res.log_append_time >= 0 else self._timestamp
+        return RecordMetadata(self.topic, self.partition, offset, ts)
+
+    def add_callback(self, fn: Callback) -> None:
         """``fn(metadata, error)`` once completed (at once if already done), on the completing thread."""
-        with self._lock:
-            if not self._event.is_set():
-                self._callbacks.append(fn)
+        res = self._result
+        with res.lock:
+            if not res.event.is_set():
+                res.callbacks.append((self, fn))
                 return
-        fn(self._value, self._error)
+        self._run_callback(fn)
 
-    def _complete(self, value: RecordMetadata | None, error: BaseException | None) -> None:
-        with self._lock:
-            if self._event.is_set():
-                return
-            self._value, self._error = value, error
-            self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for fn in callbacks:
-            try:
-                fn(value, error)
-            except Exception:  # noqa: BLE001 - user code must not kill the sender
-                log.exception("producer callback failed")
+    def _run_callback(self, fn: Callback) -> None:
+        err = self._result.error
+        try:
+            fn(None if err is not None else self._metadata(), err)
+        except Exception:
+            log.exception("producer callback failed")
+
+
+def failed_future(topic: str, partition: int, error: BaseException) -> FutureRecordMetadata:
+    res = _BatchResult()
+    res.complete(-1, -1, error)
+    return FutureRecordMetadata(topic, partition, res, 0, -1)
 
 
 @dataclass(slots=True, eq=False)
@@ -132,7 +163,7 @@ class ProducerBatch:
     tp: TopicPartition
     created: float
     records: list[tuple[bytes | None, bytes | None, Headers, int]] = field(default_factory=list)
-    futures: list[FutureRecordMetadata] = field(default_factory=list)
+    result: _BatchResult = field(default_factory=_BatchResult)
     size: int = BATCH_HEADER
     attempts: int = 0
     retry_at: float = 0.0
@@ -140,13 +171,12 @@ class ProducerBatch:
 
     def try_append(self, key: bytes | None, value: bytes | None, headers: Headers, ts: int, size: int,
                    limit: int) -> FutureRecordMetadata | None:
-        if self.records and self.size + size > limit:
+        records = self.records
+        if records and self.size + size > limit:
             return None
-        self.records.append((key, value, headers, ts))
+        records.append((key, value, headers, ts))
         self.size += size
-        fut = FutureRecordMetadata(self.tp.topic, self.tp.partition)
-        self.futures.append(fut)
-        return fut
+        return FutureRecordMetadata(self.tp.topic, self.tp.partition, self.result, len(records) - 1, ts)
 
     def encoded(self, compression: int) -> bytes:
         if self.payload is None:
@@ -154,14 +184,10 @@ class ProducerBatch:
         return self.payload
 
     def complete(self, base_offset: int, log_append_time: int = -1) -> None:
-        for i, (fut, rec) in enumerate(zip(self.futures, self.records)):
-            offset = base_offset + i if base_offset >= 0 else -1
-            ts = log_append_time if log_append_time >= 0 else rec[3]
-            fut._complete(RecordMetadata(self.tp.topic, self.tp.partition, offset, ts), None)
+        self.result.complete(base_offset, log_append_time, None)
 
     def fail(self, error: BaseException) -> None:
-        for fut in self.futures:
-            fut._complete(None, error)
+        self.result.complete(-1, -1, error)
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
@@ -196,7 +222,7 @@ class Producer:
         self._own_cluster = cluster is None
         self.cluster = cluster or Cluster(bootstrap_servers, client_id=self.client_id,
                                           request_timeout_ms=request_timeout_ms)
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._muted: set[TopicPartition] = set()
         self._in_flight: set[ProducerBatch] = set()
@@ -229,10 +255,8 @@ class Producer:
             raise ValueError(f"{topic} has {num_partitions} partitions, partition {partition} does not exist")
         size = record_size(key, value, hdrs)
         if size + BATCH_HEADER > self.max_request_size:
-            fut = FutureRecordMetadata(topic, -1 if partition is None else partition)
-            fut._complete(None, error_for(ErrorCode.MESSAGE_TOO_LARGE,
-                                          f"record of ~{size} bytes exceeds max_request_size"))
-            return fut
+            return failed_future(topic, -1 if partition is None else partition, error_for(
+                ErrorCode.MESSAGE_TOO_LARGE, f"record of ~{size} bytes exceeds max_request_size"))
         with self._cond:
             if partition is None:
                 p = self.partitioner.partition(topic, key, num_partitions)
@@ -247,14 +271,14 @@ class Producer:
         """Send everything buffered now and wait until it is acknowledged (or failed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            futures = [f for q in self._batches.values() for b in q for f in b.futures]
-            futures += [f for b in self._in_flight for f in b.futures]
+            results = [b.result for q in self._batches.values() for b in q]
+            results += [b.result for b in self._in_flight]
             self._flushing += 1
             self._cond.notify_all()
         try:
-            for fut in futures:
+            for res in results:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not fut._event.wait(left):
+                if not res.event.wait(left):
                     raise ProducerTimeoutError(f"flush did not complete in {timeout}s")
         finally:
             with self._cond:
@@ -283,7 +307,7 @@ class Producer:
     def partitions_for(self, topic: str) -> list[int]:
         return list(range(self._partition_count(topic)))
 
-    def __enter__(self) -> Producer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -31,16 +31,18 @@ class Key:
     default: Any
     doc: str
     min: int | None = None
+    max: int | None = None
 
 
 KEYS: tuple[Key, ...] = (
     Key("host", str, "127.0.0.1", "Kafka listener address (ours). Use 0.0.0.0 to bind all interfaces."),
-    Key("port", int, 9092, "Kafka listener port (ours); 0 picks a free port.", 0),
+    Key("port", int, 9092, "Kafka listener port (ours); 0 picks a free port.", 0, 65535),
     Key("advertised.host", str, "", "Host advertised in Metadata/FindCoordinator (ours); default: host."),
-    Key("advertised.port", int, 0, "Port advertised (ours); 0 = the bound port.", 0),
+    Key("advertised.port", int, 0, "Port advertised (ours); 0 = the bound port.", 0, 65535),
     Key("data.dir", str, "./data", "Directory for all partition logs (Kafka: log.dirs)."),
     Key("metrics.host", str, "127.0.0.1", "Prometheus /metrics address (ours)."),
-    Key("metrics.port", int, 9404, "Prometheus /metrics port (ours); 0 picks a free port, -1 disables.", -1),
+    Key("metrics.port", int, 9404, "Prometheus /metrics port (ours); 0 picks a free port, -1 disables.", -1,
+        65535),
     Key("node.id", int, 0, "This node's id.", 0),
     Key("cluster.id", str, "groupcoord-cluster", "Cluster id reported in Metadata (ours)."),
     Key("num.partitions", int, 1, "Partitions of auto-created topics.", 1),
@@ -121,6 +123,8 @@ def coerce(name: str, raw: Any, source: str) -> Any:
         raise ConfigError(f"bad value for {name} (from {source}): {e}") from None
     if key.min is not None and value < key.min:
         raise ConfigError(f"bad value for {name} (from {source}): {value} is below the minimum {key.min}")
+    if key.max is not None and value > key.max:
+        raise ConfigError(f"bad value for {name} (from {source}): {value} is above the maximum {key.max}")
     return value
 
 

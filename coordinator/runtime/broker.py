@@ -12,6 +12,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
@@ -21,8 +22,9 @@ from coordinator.config import Config
 from coordinator.core.coordinator import SUPPORTED_APIS
 from coordinator.metrics import Metrics
 from coordinator.runtime.group_commit import GroupCommit
-from coordinator.runtime.groups import GroupService
-from coordinator.runtime.topics import TopicService, topic_id
+from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
+from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config
+from coordinator.storage.compaction import compact
 from coordinator.storage.errors import StorageError
 from coordinator.storage.manager import LogManager
 from coordinator.storage_errors import StartupError
@@ -59,8 +61,10 @@ class Broker:
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         """Open storage (recovering every partition log); called before the listener binds."""
+        user_topics = user_topic_log_config(self.config)
         try:
-            self.logs = await trio.to_thread.run_sync(LogManager, self.config["data.dir"])
+            self.logs = await trio.to_thread.run_sync(
+                lambda: LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG}))
         except (StorageError, OSError) as e:
             raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
         self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics)
@@ -84,6 +88,7 @@ class Broker:
             background.start_soon(self.groups.timer_loop)
             background.start_soon(self.topic_service.retention_loop)
             background.start_soon(self._checkpoint_loop)
+            background.start_soon(self._compaction_loop)
             try:
                 yield
             finally:
@@ -106,6 +111,21 @@ class Broker:
                             log.error("checkpoint of %s-%s failed: %s", topic, part, e)
 
             await trio.to_thread.run_sync(checkpoint_all)
+
+    async def _compaction_loop(self, interval_s: float = 60.0) -> None:
+        """Compact the offsets partitions' closed segments (latest record per key; old tombstones go)."""
+        assert self.logs is not None
+        logs = self.logs
+        while True:
+            await trio.sleep(interval_s)
+            for topic, part in logs.partitions():
+                plog = logs.get(topic, part)
+                if topic != OFFSETS_TOPIC or plog is None or plog.offline:
+                    continue
+                try:
+                    await trio.to_thread.run_sync(compact, plog, int(time.time() * 1000))
+                except (StorageError, OSError) as e:
+                    log.error("compaction of %s-%s failed: %s", topic, part, e)
 
     async def stop(self) -> None:
         """Flush and close storage; called once, shielded, at shutdown."""

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import trio
 
 from coordinator.metrics import Metrics
-from coordinator.storage.errors import LogOfflineError
+from coordinator.storage.errors import LogOfflineError, StorageError
 from coordinator.storage.log import AppendInfo, PartitionLog
 
 log = logging.getLogger("groupcoord.group_commit")
@@ -93,7 +93,7 @@ def _flush_all(logs: list[PartitionLog]) -> list[tuple[PartitionLog, int | Excep
     for plog in logs:
         try:
             out.append((plog, plog.flush()))
-        except LogOfflineError as e:
+        except StorageError as e:  # offline, or closed because its topic was deleted after the append
             out.append((plog, e))
         except OSError as e:  # storage converts these, but never let one kill the flusher
             log.error("flush of %s failed: %s", plog.directory, e)

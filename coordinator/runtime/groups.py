@@ -3,7 +3,9 @@
 Rules:
 - Each offsets partition ``__consumer_offsets-<shard>`` is a compacted partition log. At startup every shard
   is marked loading at once (requests answer COORDINATOR_LOAD_IN_PROGRESS), then loaded one by one: its
-  batches are read and decoded in a worker thread and replayed into the core on the trio thread.
+  batches are read and decoded in a worker thread and replayed into the core on the trio thread. Every
+  batch's CRC is checked at load (storage trusts what a clean shutdown checkpointed); a corrupt batch or an
+  undecodable record is logged and skipped, never a reason for the load (and so the server) to die.
 - A core ``Outcome`` with records is appended as one batch per shard through group commit; only when every
   shard's fsync has covered it does the core replay it (``on_appended``) and are its completions released.
   If a write fails, the core's ``on_append_failed`` decides the answers; the partition stays offline.
@@ -22,6 +24,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import trio
+import trio.lowlevel
 
 from coordinator.core.config import GroupConfig
 from coordinator.core.coordinator import Coordinator
@@ -30,7 +33,7 @@ from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
 from protocol.errors import ErrorCode
-from protocol.record_batch import build_batch, decode_batch, split_batches
+from protocol.record_batch import CorruptBatchError, build_batch, decode_batch, parse_header, split_batches
 
 if TYPE_CHECKING:
     from coordinator.runtime.broker import Broker
@@ -41,7 +44,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupcoord.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_LOG_CONFIG = LogConfig(compact=True, retention_ms=None, retention_bytes=None)
+# Kafka's offsets topic: compacted, 100 MiB segments (offsets.topic.segment.bytes), no time/size retention
+OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None,
+                               retention_bytes=None)
 _READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -54,22 +59,49 @@ def group_config(cfg: Any) -> GroupConfig:
     return GroupConfig.from_kafka_keys({k: cfg[k] for k in keys if cfg.get(k) is not None})
 
 
-def read_offsets_partition(plog: PartitionLog) -> list[tuple[bytes, bytes | None]]:
-    """Every (key, value) stored in an offsets partition, in offset order (runs in a worker thread)."""
+def read_offsets_partition(plog: PartitionLog, problems: list[str] | None = None
+                           ) -> list[tuple[bytes, bytes | None]]:
+    """Every (key, value) stored in an offsets partition, in offset order (runs in a worker thread); what
+    was skipped as corrupt is appended to ``problems`` when given.
+
+    Every batch's CRC is checked: storage re-validates only what lies past its recovery point, so after a
+    clean shutdown a damaged byte would otherwise be replayed (or crash the load). A batch that fails is
+    skipped (later batches still apply: the log is last-write-wins per key); framing that cannot be
+    followed ends the read of this partition. Either way one problem line is reported per occurrence.
+    """
     out: list[tuple[bytes, bytes | None]] = []
+    if problems is None:
+        problems = []
     offset = plog.log_start_offset
     end = plog.high_watermark
     while offset < end:
         data = plog.read(offset, _READ_CHUNK)
         if not data:
             break
-        batches, _ = split_batches(data)
+        start = offset
+        try:
+            batches, _ = split_batches(data)
+        except CorruptBatchError as e:
+            problems.append(f"unreadable batch framing at offset {offset} ({e}); later records ignored")
+            break
         for batch in batches:
-            header, records = decode_batch(batch, verify_crc=False)
+            try:
+                header = parse_header(batch)
+            except CorruptBatchError as e:
+                problems.append(f"unreadable batch header after offset {offset} ({e}); later records ignored")
+                return out
+            try:
+                _, records = decode_batch(batch, verify_crc=True)
+            except CorruptBatchError as e:
+                problems.append(f"batch at offsets {header.base_offset}-{header.last_offset} skipped: {e}")
+                records = []
             for r in records:
                 if r.key is not None and r.offset >= offset:
                     out.append((r.key, r.value))
-            offset = max(offset, header.base_offset + header.last_offset_delta + 1)
+            offset = max(offset, header.next_offset)
+        if offset == start:
+            problems.append(f"no progress reading at offset {offset}; later records ignored")
+            break
     return out
 
 
@@ -97,25 +129,33 @@ class GroupService:
     async def load_all(self) -> None:
         for shard in range(self.shards):
             self.core.begin_loading(shard)
-        total = 0
+        total = unavailable = 0
         t_all = time.perf_counter()
         for shard in range(self.shards):
             t0 = time.perf_counter()
-            plog = self.offsets_log(shard)
             try:
-                records = await trio.to_thread.run_sync(read_offsets_partition, plog)
+                plog = self.offsets_log(shard)
+                problems: list[str] = []
+                records = await trio.to_thread.run_sync(read_offsets_partition, plog, problems)
             except StorageError as e:
                 log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, e)
+                unavailable += 1
                 continue
+            for problem in problems:
+                log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
             for i, (key, value) in enumerate(records):
-                self.core.replay(shard, key, value)
+                try:
+                    self.core.replay(shard, key, value)
+                except ValueError as e:  # RecordError, bad UTF-8: a record we cannot use, not a reason to die
+                    log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard,
+                              key[:64].hex(), e)
                 if i % 50_000 == 49_999:
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
             self.apply(self.core.finish_loading(shard, now_ms()))
             total += len(records)
             self.broker.metrics.load_seconds.observe(time.perf_counter() - t0)
-        log.info("loaded %d offsets partitions (%d records) in %.2f s", self.shards, total,
-                 time.perf_counter() - t_all)
+        log.info("loaded %d offsets partitions (%d records, %d unavailable) in %.2f s",
+                 self.shards - unavailable, total, unavailable, time.perf_counter() - t_all)
         self.loaded.set()
 
     # ---------------------------------------------------------------- requests

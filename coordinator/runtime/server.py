@@ -23,6 +23,7 @@ from coordinator.config import Config
 from coordinator.metrics import Metrics
 from coordinator.runtime.broker import Broker
 from coordinator.runtime.connection import Connection
+from coordinator.storage_errors import StartupError
 
 log = logging.getLogger("groupcoord.server")
 
@@ -64,12 +65,25 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
     metrics = Metrics()
     broker = Broker(config, metrics)
     await broker.start()
-    listeners = await trio.open_tcp_listeners(config["port"], host=config["host"])
+    try:
+        listeners = await trio.open_tcp_listeners(config["port"], host=config["host"])
+    except OSError as e:
+        with trio.CancelScope(shield=True):
+            await broker.stop()
+        raise StartupError(f"cannot listen on {config['host']}:{config['port']}: {e}") from None
     port = listeners[0].socket.getsockname()[1]
     broker.set_bound_port(port)
     metrics_port = None
     if config["metrics.port"] >= 0:
-        metrics_port = metrics.serve(config["metrics.host"], config["metrics.port"])
+        try:
+            metrics_port = metrics.serve(config["metrics.host"], config["metrics.port"])
+        except OSError as e:
+            with trio.CancelScope(shield=True):
+                for listener in listeners:
+                    await listener.aclose()
+                await broker.stop()
+            raise StartupError(f"cannot serve metrics on {config['metrics.host']}:{config['metrics.port']}: "
+                               f"{e}") from None
     log.info("groupcoord node %s listening on %s:%s (metrics: %s)", broker.node_id, config["host"], port,
              metrics_port)
     try:

@@ -50,6 +50,13 @@ def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_NS, name)
 
 
+def user_topic_log_config(config: Any) -> LogConfig:
+    """User topics: time/size retention from log.retention.ms / log.retention.bytes (-1 = unlimited)."""
+    ret, size = config["log.retention.ms"], config["log.retention.bytes"]
+    return LogConfig(segment_bytes=config["log.segment.bytes"], retention_ms=None if ret < 0 else ret,
+                     retention_bytes=None if size < 0 else size)
+
+
 class TopicService:
     def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit) -> None:
         self.broker = broker
@@ -71,10 +78,7 @@ class TopicService:
         return self.topics().get(name)
 
     def log_config(self) -> LogConfig:
-        ret = self.config["log.retention.ms"]
-        size = self.config["log.retention.bytes"]
-        return LogConfig(segment_bytes=self.config["log.segment.bytes"],
-                         retention_ms=None if ret < 0 else ret, retention_bytes=None if size < 0 else size)
+        return user_topic_log_config(self.config)
 
     def create(self, name: str, partitions: int) -> None:
         for p in range(partitions):
@@ -133,8 +137,12 @@ class TopicService:
             if name is None or name not in existing:
                 res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                for p in range(existing[name]):
-                    self.logs.delete(name, p)
+                try:
+                    for p in range(existing[name]):
+                        self.logs.delete(name, p)
+                except StorageError as e:
+                    log.error("deleting topic %s failed: %s", name, e)
+                    res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 existing.pop(name)
             out.append(res)
         slot.complete({"throttle_time_ms": 0, "responses": out})
@@ -177,6 +185,8 @@ class TopicService:
         body = {"responses": responses, "throttle_time_ms": 0}
         if acks == 0:
             slot.complete(None)
+            for plog, last in pending:  # nobody waits for the answer, but fetchers wait for the data
+                self.commit.when_durable(plog, last, lambda err: self._wake_fetchers())
             return
         self._complete_when_durable(slot, body, pending)
 
@@ -233,23 +243,30 @@ class TopicService:
     def handle_fetch(self, req: Request, slot: Slot) -> None:
         body = req.body
         deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
+        woken = self.hw_advanced  # taken before looking, so an advance after the look cannot be missed
         first = self._fetch_once(req)
         if first[1] >= max(1, body["min_bytes"]) or body["max_wait_ms"] <= 0 or first[2]:
             slot.complete(first[0])
             return
-        self.broker.nursery.start_soon(self._fetch_wait, req, slot, deadline)
+        self.broker.nursery.start_soon(self._fetch_wait, req, slot, deadline, woken)
 
-    async def _fetch_wait(self, req: Request, slot: Slot, deadline: float) -> None:
+    async def _fetch_wait(self, req: Request, slot: Slot, deadline: float, woken: trio.Event) -> None:
         min_bytes = max(1, req.body["min_bytes"])
-        with trio.move_on_at(deadline):
-            while not slot.conn.closed:
-                await self.hw_advanced.wait()
-                resp, size, _ = self._fetch_once(req)
-                if size >= min_bytes:
-                    slot.complete(resp)
-                    return
-        if not slot.done:
-            slot.complete(self._fetch_once(req)[0])
+        try:
+            with trio.move_on_at(deadline):
+                while not slot.conn.closed:
+                    await woken.wait()
+                    woken = self.hw_advanced
+                    resp, size, error = self._fetch_once(req)
+                    if size >= min_bytes or error:
+                        slot.complete(resp)
+                        return
+            if not slot.done:
+                slot.complete(self._fetch_once(req)[0])
+        except Exception:  # runs in the connections' nursery: a bug here must not take the server down
+            log.exception("delayed fetch failed")
+            slot.conn.closed = True
+            slot.complete(None)
 
     def _fetch_once(self, req: Request) -> tuple[dict[str, Any], int, bool]:
         """(response, bytes of records, whether an error should end the wait)."""

@@ -8,12 +8,15 @@ Rules:
   opened (and recovered); directories left by an interrupted delete (`*.deleted`) are removed.
 - Deleting a partition closes its log, renames its directory to `<name>.deleted` (fsync the data dir),
   then removes it; a crash in between is finished at the next open.
+- One process per data dir: an exclusive, non-blocking `flock` on `<data dir>/.lock` is held from open to
+  close; a second process gets `StorageError("data dir ... is in use by another process")`.
 - Not thread-safe for create/delete: the runtime calls these from one task; each log is thread-safe
   for one appender + one flusher on its own.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -28,6 +31,7 @@ log = logging.getLogger(__name__)
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _DELETED_SUFFIX = ".deleted"
 _PROBE = ".groupcoord-write-probe"
+_LOCK = ".lock"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -55,8 +59,32 @@ class LogManager:
         self.topic_configs = dict(topic_configs or {})
         self.fs = fs or FileSystem()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._lock_fd: int | None = None
         self._check_data_dir()
-        self._open_all()
+        self._lock_data_dir()
+        try:
+            self._open_all()
+        except BaseException:
+            self._unlock_data_dir()
+            raise
+
+    def _lock_data_dir(self) -> None:
+        path = os.path.join(self.data_dir, _LOCK)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot create lock file {path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StorageError(f"data dir {self.data_dir} is in use by another process (lock {path})") from None
+        self._lock_fd = fd
+
+    def _unlock_data_dir(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
 
     def _check_data_dir(self) -> None:
         probe = os.path.join(self.data_dir, _PROBE)
@@ -132,6 +160,9 @@ class LogManager:
                 plog.flush()
 
     def close(self) -> None:
-        for plog in list(self._logs.values()):
-            plog.close()
-        self._logs.clear()
+        try:
+            for plog in list(self._logs.values()):
+                plog.close()
+            self._logs.clear()
+        finally:
+            self._unlock_data_dir()

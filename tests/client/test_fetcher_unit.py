@@ -9,7 +9,9 @@ import crc32c
 import pytest
 
 from client.consumer_protocol import TopicPartition as TP
-from client.fetcher import Fetcher, OffsetOutOfRangeError
+from client.errors import NoOffsetForPartitionError
+from client.fetcher import Fetcher, FetcherRecordSource, OffsetOutOfRangeError
+from client.offsets import Positions
 from protocol.errors import ErrorCode
 from protocol.record_batch import CONTROL_MASK, CRC_START, Compression, build_batch
 
@@ -250,3 +252,32 @@ def test_unknown_positions_are_initialised_with_the_reset_policy_before_fetching
     f.assign([A])
     f.send_fetches()
     assert cluster.fetches(1)[0].offsets() == {A: 12}
+
+
+def test_read_committed_is_sent_as_isolation_level_one() -> None:
+    cluster = FakeCluster()
+    f = Fetcher(cluster, isolation_level="read_committed")  # type: ignore[arg-type]
+    f.assign({A: 0})
+    f.send_fetches()
+    assert cluster.fetches(1)[0].body["isolation_level"] == 1
+
+
+def test_unknown_positions_without_a_reset_policy_raise_no_offset_for_partition() -> None:
+    f = Fetcher(FakeCluster(), auto_offset_reset="none")  # type: ignore[arg-type]
+    f.assign([A])
+    with pytest.raises(NoOffsetForPartitionError):
+        f.send_fetches()
+
+
+def test_the_record_source_adapter_serves_the_consumers_positions() -> None:
+    cluster = FakeCluster()
+    positions = Positions()
+    positions.assign([A])
+    positions.seek(A, 4)
+    source = FetcherRecordSource(Fetcher(cluster, positions=positions))  # type: ignore[arg-type]
+    assert source.poll(positions, 0) == {}
+    cluster.fetches(1)[0].answer({A: {"records": batch(4, 2)}})
+    assert offsets_of(source.poll(positions, 0)) == {A: [4, 5]}
+    assert positions.position(A) == 6
+    with pytest.raises(ValueError):
+        source.poll(Positions(), 0)

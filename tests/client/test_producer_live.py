@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
@@ -25,7 +25,7 @@ from client.producer import Producer, RecordMetadata
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess
 
 PARTITIONS = 4
 

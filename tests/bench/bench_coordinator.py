@@ -1,0 +1,337 @@
+"""Coordinator benchmark: the real `groupcoord serve` daemon against its targets, in one run.
+
+Run from the repository root:  .venv/bin/python -m tests.bench.bench_coordinator [--quick] [--profile]
+Figures (each server is a subprocess; the load generator is another process, bench_coordinator_load):
+1. Heartbeats/s from 1,000 connections (the members of one real 1,000-member group, pipelined), beside a raw
+   trio framed-echo server (bench_coordinator_echo) driven by the same load generator the same way.
+   Target >= 0.7 of the echo baseline.
+2. Durable simple OffsetCommits (generation -1, no members, one partition) through group commit: closed-loop
+   max throughput (target >= 20,000/s) and open-loop p50/p99 at 5,000/s offered (target p99 <= 10 ms).
+3. Rebalance of a formed group of 100 and of 1,000 members (delay 0): from sending the last JoinGroup to
+   receiving the last SyncGroup response (targets <= 100 ms, <= 500 ms). See bench_coordinator_members.
+4. Load time of 1M offset-commit records (bench_coordinator_offsets writes the data dir): from spawning the
+   server to its "loaded 50 offsets partitions" log line (target <= 5 s); the server's own figure and the
+   same load path in-process, stage by stage, are printed too.
+Prints one table (figure, target, ratio, PASS/MISS) and the command; asserts nothing about wall-clock time.
+``--profile`` runs every groupcoord server under cProfile and prints where its time went.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from protocol import codec
+from tests.bench.bench_coordinator_offsets import (
+    TOPICS,
+    expected_offset,
+    group_name,
+    load_in_process,
+    write_offsets_data_dir,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+LOADED = re.compile(r"loaded (\d+) offsets partitions \((\d+) records[^)]*\) in ([0-9.]+) s")
+
+
+class Daemon:
+    """A server subprocess: started, watched line by line (with arrival times), stopped by SIGTERM."""
+
+    def __init__(self, args: list[str], ready_prefix: str, profile: str | None = None) -> None:
+        prefix = [sys.executable] + (["-m", "cProfile", "-o", profile] if profile else [])
+        self.args = prefix + args
+        self.ready_prefix = ready_prefix
+        self.lines: list[tuple[float, str]] = []
+        self.started_at = 0.0
+        self.port = 0
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, timeout: float = 60.0) -> Daemon:
+        self.started_at = time.perf_counter()
+        self.proc = subprocess.Popen(self.args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        threading.Thread(target=self._drain, daemon=True).start()
+        line = self.wait_for(self.ready_prefix, timeout)
+        self.port = int(re.findall(r"(?:on |:)(\d+)", line.split(",")[0])[-1])
+        return self
+
+    def _drain(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append((time.perf_counter(), line))
+
+    def wait_for(self, needle: str, timeout: float) -> str:
+        """The first output line containing ``needle`` (waiting for it); its arrival time is ``seen(needle)``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for _, line in list(self.lines):
+                if needle in line:
+                    return line
+            if self.proc is not None and self.proc.poll() is not None and not any(needle in x for _, x in self.lines):
+                raise RuntimeError(f"{self.args} exited:\n" + "".join(x for _, x in self.lines[-30:]))
+            time.sleep(0.002)
+        raise RuntimeError(f"no line with {needle!r} in {timeout} s:\n" + "".join(x for _, x in self.lines[-30:]))
+
+    def seen(self, needle: str) -> float:
+        return next(t for t, line in self.lines if needle in line)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def groupcoord(data_dir: str, *flags: str, profile: str | None = None) -> Daemon:
+    return Daemon(["-m", "coordinator.cli", "serve", "--port", "0", "--metrics-port", "-1", "--data-dir", data_dir,
+                   *flags], "groupcoord listening on", profile)
+
+
+def echo_server() -> Daemon:
+    return Daemon(["-m", "tests.bench.bench_coordinator_echo", "serve"], "echo listening on")
+
+
+def run_load(scenario: str, port: int, server_pid: int, *extra: str) -> dict[str, Any]:
+    args = [sys.executable, "-m", "tests.bench.bench_coordinator_load", scenario, "--port", str(port),
+            "--server-pid", str(server_pid), *extra]
+    proc = subprocess.run(args, check=False, cwd=REPO, stdout=subprocess.PIPE, text=True, timeout=600)
+    if proc.returncode:
+        raise RuntimeError(f"load generator failed ({proc.returncode}): {' '.join(args)}")
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def print_profile(path: str, title: str, top: int) -> None:
+    if not os.path.exists(path):
+        print(f"  (no profile written for {title})")
+        return
+    print(f"\n--- cProfile of the server during {title}: top {top} by own time, then by cumulative time")
+    stats = pstats.Stats(path)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+# ---------------------------------------------------------------- the four parts
+def bench_heartbeats(a: argparse.Namespace, work: str) -> dict[str, Any]:
+    load = ["--connections", str(a.connections), "--inflight", str(a.inflight), "--warmup", str(a.warmup),
+            "--measure", str(a.measure)]
+    print("\n[1/4] echo baseline", flush=True)
+    echo = echo_server().start()
+    try:
+        base = run_load("echo", echo.port, echo.pid, *load)
+    finally:
+        echo.stop()
+    print("[1+3/4] groupcoord: groups of 100 and 1,000, rebalances, then heartbeats", flush=True)
+    prof = os.path.join(work, "groups.prof") if a.profile else None
+    server = groupcoord(os.path.join(work, "groups"), "--group-initial-rebalance-delay-ms", "0", profile=prof).start()
+    try:
+        ours = run_load("groups", server.port, server.pid, *load, "--small", str(a.small),
+                        "--reps-small", str(a.reps), "--reps-large", str(a.reps))
+    finally:
+        server.stop()
+    if prof:
+        print_profile(prof, "groups + heartbeats", a.profile_top)
+    return {"echo": base["heartbeat"], **ours}
+
+
+def bench_commits(a: argparse.Namespace, work: str) -> dict[str, Any]:
+    print("\n[2/4] groupcoord: durable simple OffsetCommits", flush=True)
+    prof = os.path.join(work, "commits.prof") if a.profile else None
+    server = groupcoord(os.path.join(work, "commits"), profile=prof).start()
+    try:
+        out = run_load("commits", server.port, server.pid, "--connections", str(a.commit_connections),
+                       "--inflight", str(a.commit_inflight), "--rate", str(a.rate), "--rate-low", str(a.rate_low),
+                       "--warmup", str(a.warmup),
+                       "--measure", str(a.measure))
+    finally:
+        server.stop()
+    if prof:
+        print_profile(prof, "offset commits", a.profile_top)
+    return out
+
+
+def fetch_offsets(port: int, group_index: int) -> list[int]:
+    """OffsetFetch v5 of one loaded group's first topic: the committed offsets the server has."""
+    parts = list(range(3))
+    frame = codec.encode_request(9, 5, 1, "bench", {"group_id": group_name(group_index),
+                                                    "topics": [{"name": TOPICS[0], "partition_indexes": parts}]})
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(frame)
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        _, body = codec.decode_response(9, 5, _recv(s, size))
+    return [p["committed_offset"] for t in body["topics"] for p in t["partitions"]]
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise RuntimeError("connection closed")
+        out += chunk
+    return out
+
+
+def bench_load(a: argparse.Namespace, work: str) -> dict[str, Any]:
+    print(f"\n[4/4] load time of {a.records:,} offset records", flush=True)
+    data = os.path.join(work, "offsets")
+    written = write_offsets_data_dir(data, a.records)
+    print(f"  wrote {written.records:,} records ({written.groups:,} groups, {written.bytes / 1e6:.0f} MB of batches)"
+          f" in {written.seconds:.1f} s", flush=True)
+    prof = os.path.join(work, "load.prof") if a.profile else None
+    server = groupcoord(data, profile=prof).start()
+    try:
+        line = server.wait_for("offsets partitions (", 300)
+        to_loaded = server.seen("offsets partitions (") - server.started_at
+        to_listening = server.seen("groupcoord listening on") - server.started_at
+        m = LOADED.search(line)
+        if m is None or m.group(1) != "50":
+            raise RuntimeError(f"unexpected load line: {line.strip()}")
+        g = written.groups // 2
+        got = fetch_offsets(server.port, g)
+        want = [expected_offset(g, 0, p) for p in range(3)]
+        if got != want:
+            raise RuntimeError(f"loaded offsets of {group_name(g)} are {got}, expected {want}")
+    finally:
+        server.stop()
+    if prof:
+        print_profile(prof, "loading", a.profile_top)
+    inproc = load_in_process(data)
+    shutil.rmtree(data, ignore_errors=True)
+    return {"spawn_to_loaded_s": to_loaded, "spawn_to_listening_s": to_listening,
+            "server_records": int(m.group(2)) if m else None, "server_load_s": float(m.group(3)) if m else None,
+            "in_process": inproc, "written": written.records}
+
+
+# ---------------------------------------------------------------- report
+def _row(name: str, value: str, target: str, ratio: float | None, ok: bool | None) -> str:
+    r = "" if ratio is None else f"{ratio:.2f}"
+    verdict = "" if ok is None else ("PASS" if ok else "MISS")
+    return f"| {name:<52} | {value:>16} | {target:<22} | {r:>5} | {verdict:<4} |"
+
+
+def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
+    rows = []
+    if "heartbeats" in res:
+        h = res["heartbeats"]
+        ours, echo = h["heartbeat"]["requests_per_s"], h["echo"]["requests_per_s"]
+        rows.append(_row(f"heartbeats/s, {a.connections} conns x {a.inflight} in flight", f"{ours:,.0f}/s",
+                         ">= 0.7 x echo", ours / echo, ours / echo >= 0.7))
+        rows.append(_row("  echo baseline (raw trio framed echo), same load", f"{echo:,.0f}/s", "baseline", None, None))
+        rows.append(_row("  server / load generator CPU during heartbeats",
+                         f"{h['heartbeat']['cpu'].get('server', 0):.0%} / {h['heartbeat']['cpu']['loadgen']:.0%}",
+                         f"echo: {h['echo']['cpu'].get('server', 0):.0%} / {h['echo']['cpu']['loadgen']:.0%}",
+                         None, None))
+        for key, target in (("small", 100), ("large", 500)):
+            g = h[key]
+            rows.append(_row(f"rebalance {g['members']} members: last Join -> last Sync (median)",
+                             f"{g['median_ms']:.0f} ms", f"<= {target} ms", g["median_ms"] / target,
+                             g["median_ms"] <= target))
+            rows.append(_row(f"  max of {len(g['settled_s'])} / all JoinGroups back to back",
+                             f"{g['max_ms']:.0f} / {g['burst_ms']:.0f} ms",
+                             f"load gen CPU {g['client_cpu_ms']:.0f} ms", None, None))
+    if "commits" in res:
+        c = res["commits"]
+        tput, lat = c["throughput"], c["latency"]
+        rows.append(_row(f"durable OffsetCommits/s ({a.commit_connections} conns x {a.commit_inflight})",
+                         f"{tput['requests_per_s']:,.0f}/s", ">= 20,000/s", tput["requests_per_s"] / 20000,
+                         tput["requests_per_s"] >= 20000))
+        rows.append(_row(f"commit p99 at {a.rate:,.0f}/s offered (achieved {lat['achieved_per_s']:,.0f}/s)",
+                         f"{lat['p99_ms']:.2f} ms", "<= 10 ms", lat["p99_ms"] / 10, lat["p99_ms"] <= 10))
+        rows.append(_row("  p50 / p99.9 / max", f"{lat['p50_ms']:.2f}/{lat['p999_ms']:.1f}/{lat['max_ms']:.1f} ms",
+                         f"from schedule p99 {lat['p99_sched_ms']:.1f}", None, None))
+        if "latency_low" in c:
+            low = c["latency_low"]
+            rows.append(_row(f"  diagnostic: p50 / p99 at {a.rate_low:,.0f}/s offered",
+                             f"{low['p50_ms']:.2f} / {low['p99_ms']:.2f} ms", "(fsync floor)", None, None))
+    if "load" in res:
+        ld = res["load"]
+        rows.append(_row(f"load {ld['written']:,} offset records: spawn -> 'loaded'", f"{ld['spawn_to_loaded_s']:.2f} s",
+                         "<= 5 s", ld["spawn_to_loaded_s"] / 5, ld["spawn_to_loaded_s"] <= 5))
+        rows.append(_row("  server's own load_all figure / spawn -> listening",
+                         f"{ld['server_load_s']:.2f} / {ld['spawn_to_listening_s']:.2f} s", "", None, None))
+        ip = ld["in_process"]
+        rows.append(_row("  in-process: open / read+decode / replay / finish",
+                         f"{ip['open_s']:.1f}/{ip['read_decode_s']:.1f}/{ip['replay_s']:.1f}/{ip['finish_s']:.1f} s",
+                         f"total {ip['total_s']:.1f} s", None, None))
+    line = "+" + "-" * 54 + "+" + "-" * 18 + "+" + "-" * 24 + "+" + "-" * 7 + "+" + "-" * 6 + "+"
+    print("\n" + line)
+    print(_row("figure", "measured", "target", None, None).replace("|       |", "| ratio |"))
+    print(line)
+    for r in rows:
+        print(r)
+    print(line)
+    print("ratio = measured / target (for heartbeats: / echo baseline). Noisy: 2 cores shared by the server,")
+    print("the load generator (a separate process, on the same 2 cores) and whatever else runs on this machine.")
+    print("command:", command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="smaller and shorter (a smoke run, not the figures)")
+    p.add_argument("--only", default="heartbeats,commits,load", help="comma list of heartbeats,commits,load")
+    p.add_argument("--connections", type=int, default=1000)
+    p.add_argument("--small", type=int, default=100)
+    p.add_argument("--inflight", type=int, default=8)
+    p.add_argument("--reps", type=int, default=3, help="timed rebalances per group size")
+    p.add_argument("--commit-connections", type=int, default=100)
+    p.add_argument("--commit-inflight", type=int, default=32)
+    p.add_argument("--rate", type=float, default=5000.0)
+    p.add_argument("--rate-low", type=float, default=1000.0, help="diagnostic: commit latency at this rate too"
+                   " (0 = skip)")
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--measure", type=float, default=5.0)
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--dir", default=None, help="where data dirs go (default: a temp dir; it must be a real disk)")
+    p.add_argument("--profile", action="store_true", help="run groupcoord under cProfile and print hot spots")
+    p.add_argument("--profile-top", type=int, default=25)
+    argv = sys.argv[1:] if argv is None else argv
+    a = p.parse_args(argv)
+    if a.quick:
+        a.connections, a.small, a.reps, a.measure, a.warmup, a.records = 200, 50, 2, 2.0, 0.5, 100_000
+    command = " ".join([".venv/bin/python", "-m", "tests.bench.bench_coordinator", *argv])
+    print("command:", command)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; the load generator runs in its"
+          " own process but shares these cores with the server under test")
+    work = tempfile.mkdtemp(prefix="bench-coordinator-", dir=a.dir)
+    results: dict[str, Any] = {}
+    t0 = time.monotonic()
+    try:
+        parts = set(a.only.split(","))
+        if "heartbeats" in parts:
+            results["heartbeats"] = bench_heartbeats(a, work)
+        if "commits" in parts:
+            results["commits"] = bench_commits(a, work)
+        if "load" in parts:
+            results["load"] = bench_load(a, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(results, a, command)
+    print(f"total {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

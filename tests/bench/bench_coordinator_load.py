@@ -1,0 +1,196 @@
+"""The load-generator process of bench_coordinator (always a separate process from the server under test).
+
+Run as ``python -m tests.bench.bench_coordinator_load SCENARIO --port P [options]``; prints progress on
+stderr and one line ``RESULT <json>`` on stdout. Scenarios:
+- ``echo``: N connections send Heartbeat-v4-shaped frames (the same sizes as in ``groups``) to the echo
+  server, ``inflight`` pipelined per connection, for warm-up + measure seconds (closed loop).
+- ``groups``: against groupcoord: form a group of ``--small`` members and time its rebalances, leave it;
+  form a group of ``--connections`` members (one connection each) and time its rebalances; then every
+  member pipelines Heartbeats (closed loop) exactly as in ``echo``.
+- ``commits``: against groupcoord: simple OffsetCommit v8 (generation -1, empty member id, one partition,
+  a group per connection, the offset increasing per request); closed-loop max throughput, then open-loop
+  latency at a fixed offered rate.
+Without a scenario it only says that it is a helper (``make bench`` runs every bench_*.py module).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+import trio
+
+from protocol import codec
+from tests.bench.bench_coordinator_blast import closed_loop, connect_all, open_loop, process_cpu
+from tests.bench.bench_coordinator_members import (
+    Member,
+    form_group,
+    leave_all,
+    make_members,
+    time_rebalance,
+)
+
+HEARTBEAT_ERR_FROM_END = 3  # Heartbeat v4 response: ... error_code int16, empty tagged fields (1 byte)
+COMMIT_ERR_FROM_END = 5  # OffsetCommit v8, one topic/partition: error_code, 3 empty tagged-field sections
+COMMIT_VERSION = 8
+_OFFSET_MARK = 0x0123456789ABCDEF
+
+
+def say(msg: str) -> None:
+    print(f"  [load] {msg}", file=sys.stderr, flush=True)
+
+
+def probes(args: argparse.Namespace) -> dict[str, Any]:
+    out = {"loadgen": process_cpu()}
+    if args.server_pid:
+        out["server"] = process_cpu(args.server_pid)
+    return out
+
+
+def fmt_cpu(cpu: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.0%} of a core" for k, v in cpu.items())
+
+
+# ---------------------------------------------------------------- heartbeats
+def repeater(frame: bytes) -> Any:
+    return lambda n: frame * n
+
+
+def heartbeat_blast(members: list[Member], args: argparse.Namespace) -> dict[str, Any]:
+    makers = [repeater(m.heartbeat_frame()) for m in members]
+    r = closed_loop([m.sock for m in members], makers, inflight=args.inflight, warmup_s=args.warmup,
+                    measure_s=args.measure, err_from_end=HEARTBEAT_ERR_FROM_END, probes=probes(args))
+    say(f"heartbeats: {r.requests_per_s:,.0f}/s, per second {r.per_second}, errors {r.errors}, "
+        f"cpu {fmt_cpu(r.cpu)}")
+    return asdict(r)
+
+
+def scenario_echo(args: argparse.Namespace) -> dict[str, Any]:
+    socks = connect_all(args.port, args.connections)
+    members = make_members(socks, f"g{args.connections}")
+    for i, m in enumerate(members):  # same shapes as real members: "<client_id>-<uuid>" ids, generation 2
+        m.member_id, m.generation = f"{m.client_id}-00000000-0000-4000-8000-{i:012d}", 2
+    return {"heartbeat": heartbeat_blast(members, args)}
+
+
+async def _groups_phase(args: argparse.Namespace, small: list[Member], large: list[Member]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, members, reps in (("small", small, args.reps_small), ("large", large, args.reps_large)):
+        t0 = time.perf_counter()
+        generation = await form_group(members)
+        formed = time.perf_counter() - t0
+        say(f"{len(members)} members formed generation {generation} in {formed:.2f} s")
+        settled, burst, client_cpu = [], [], []
+        settle = 0.1 + len(members) * 0.0005
+        for _ in range(reps):
+            elapsed, cpu = await time_rebalance(members, settle_s=settle)
+            settled.append(elapsed)
+            client_cpu.append(cpu)
+            await trio.sleep(0.05)
+        burst.append((await time_rebalance(members, settle_s=0))[0])
+        say(f"{len(members)} members: last JoinGroup -> last SyncGroup {[round(x * 1000, 1) for x in settled]} ms"
+            f" (settled), {round(burst[0] * 1000, 1)} ms (all JoinGroups back to back); load generator CPU in"
+            f" the settled windows {[round(x * 1000) for x in client_cpu]} ms")
+        out[name] = {"members": len(members), "formed_s": formed, "settled_s": settled, "burst_s": burst,
+                     "median_ms": statistics.median(settled) * 1000, "max_ms": max(settled) * 1000,
+                     "burst_ms": burst[0] * 1000, "settle_s": settle,
+                     "client_cpu_ms": statistics.median(client_cpu) * 1000}
+        if members is small:
+            await leave_all(small)
+    return out
+
+
+def scenario_groups(args: argparse.Namespace) -> dict[str, Any]:
+    small = make_members(connect_all(args.port, args.small), f"bench-g{args.small}")
+    large = make_members(connect_all(args.port, args.connections), f"bench-g{args.connections}")
+    out = trio.run(_groups_phase, args, small, large)
+    for m in small:
+        m.sock.close()
+    out["heartbeat"] = heartbeat_blast(large, args)
+    return out
+
+
+# ---------------------------------------------------------------- offset commits
+def commit_maker(group_id: str, partition: int, client_id: str) -> Any:
+    body = {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": "bench-topic", "partitions": [
+                {"partition_index": partition, "committed_offset": _OFFSET_MARK, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]}
+    template = bytearray(codec.encode_request(8, COMMIT_VERSION, 1, client_id, body))
+    at = template.find(_OFFSET_MARK.to_bytes(8, "big"))
+    assert at > 0
+    pack = struct.Struct(">q").pack_into
+    state = [0]
+
+    def make(n: int) -> bytes:
+        out = []
+        for _ in range(n):
+            state[0] += 1
+            pack(template, at, state[0])
+            out.append(bytes(template))
+        return b"".join(out)
+
+    return make
+
+
+def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    socks = connect_all(args.port, args.connections)
+    makers = [commit_maker(f"bench-commits-{i}", i % 16, f"bench-committer-{i}") for i in range(len(socks))]
+    r = closed_loop(socks, makers, inflight=args.inflight, warmup_s=args.warmup, measure_s=args.measure,
+                    err_from_end=COMMIT_ERR_FROM_END, probes=probes(args))
+    say(f"commits max: {r.requests_per_s:,.0f}/s, per second {r.per_second}, errors {r.errors}, "
+        f"cpu {fmt_cpu(r.cpu)}")
+    out["throughput"] = asdict(r)
+    time.sleep(0.5)
+    o = open_loop(socks, makers, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
+                  err_from_end=COMMIT_ERR_FROM_END)
+    say(f"commits at {args.rate:,.0f}/s offered: achieved {o.achieved_per_s:,.0f}/s, p50 {o.p50_ms:.2f} ms, "
+        f"p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, errors {o.errors}")
+    out["latency"] = asdict(o)
+    if args.rate_low:
+        time.sleep(0.5)
+        low = open_loop(socks, makers, rate=args.rate_low, warmup_s=args.warmup, measure_s=args.measure,
+                        err_from_end=COMMIT_ERR_FROM_END)
+        say(f"commits at {args.rate_low:,.0f}/s offered: p50 {low.p50_ms:.2f} ms, p99 {low.p99_ms:.2f} ms, "
+            f"max {low.max_ms:.2f} ms, errors {low.errors}")
+        out["latency_low"] = asdict(low)
+    for s in socks:
+        s.close()
+    return out
+
+
+SCENARIOS = {"echo": scenario_echo, "groups": scenario_groups, "commits": scenario_commits}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in SCENARIOS:
+        print("helper of tests.bench.bench_coordinator (run that); scenarios:", ", ".join(SCENARIOS))
+        return 0
+    p = argparse.ArgumentParser(prog="bench_coordinator_load")
+    p.add_argument("scenario", choices=sorted(SCENARIOS))
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--connections", type=int, default=1000)
+    p.add_argument("--inflight", type=int, default=8)
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--measure", type=float, default=5.0)
+    p.add_argument("--small", type=int, default=100)
+    p.add_argument("--reps-small", type=int, default=5)
+    p.add_argument("--reps-large", type=int, default=3)
+    p.add_argument("--rate", type=float, default=5000.0)
+    p.add_argument("--rate-low", type=float, default=0.0, help="also measure latency at this offered rate")
+    p.add_argument("--server-pid", type=int, default=None, help="report this process's CPU use too")
+    args = p.parse_args(argv)
+    result = SCENARIOS[args.scenario](args)
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

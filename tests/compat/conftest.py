@@ -1,0 +1,30 @@
+"""Fixtures for the compatibility suite: a real groupcoord daemon per test, configured as the real clients'
+own test suites expect (4 partitions for auto-created topics, 1 s minimum session timeout, no initial
+rebalance delay)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "integration"))
+
+from server_process import ServerProcess  # noqa: E402
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(tmp_path / "data", "--group-min-session-timeout-ms", "1000",
+                        "--group-initial-rebalance-delay-ms", "0", "--num-partitions", "4").start()
+    try:
+        yield srv
+    finally:
+        alive = srv.alive()
+        status = srv.stop()
+        # shown by pytest only when the test failed
+        print(f"--- server (alive at teardown: {alive}, exit status {status}) ---\n{srv.log()[-20000:]}")
