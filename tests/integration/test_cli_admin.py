@@ -66,3 +66,24 @@ def test_topics_and_groups_commands(server: ServerProcess) -> None:
     assert ["no-such-group", "GROUP_ID_NOT_FOUND"] in rows(deleted.stdout)
     assert gc(server, "topics", "delete", "clicks").returncode == 0
     assert ["clicks", "3"] not in rows(gc(server, "topics", "list").stdout)
+
+
+def test_console_produce_and_consume(server: ServerProcess) -> None:
+    assert gc(server, "topics", "create", "lines", "--partitions", "2").returncode == 0
+    text = "".join(f"key{i % 3}:value-{i}\n" for i in range(30))
+    produced = subprocess.run([sys.executable, "-m", "coordinator.cli", "produce", "lines", "--key-separator", ":",
+                               "--compression", "gzip", "-b", server.bootstrap], input=text, capture_output=True,
+                              text=True, timeout=60, cwd=REPO)
+    assert produced.returncode == 0 and "produced 30 records" in produced.stderr
+    everything = gc(server, "consume", "lines", "--from-beginning", "--timeout-ms", "2000", "--print-key")
+    lines = everything.stdout.splitlines()
+    assert sorted(lines) == sorted(f"key{i % 3}\tvalue-{i}" for i in range(30))
+    # per key, records keep their order (one key lives on one partition)
+    for k in range(3):
+        mine = [ln.split("\t")[1] for ln in lines if ln.startswith(f"key{k}\t")]
+        assert mine == [f"value-{i}" for i in range(30) if i % 3 == k]
+    first = gc(server, "consume", "lines", "--group", "console", "--from-beginning", "--max-messages", "10")
+    assert len(first.stdout.splitlines()) == 10
+    rest = gc(server, "consume", "lines", "--group", "console", "--from-beginning", "--timeout-ms", "2000")
+    assert len(rest.stdout.splitlines()) == 20  # the group resumed after what it committed
+    assert set(first.stdout.splitlines()).isdisjoint(rest.stdout.splitlines())
