@@ -75,7 +75,7 @@ class Broker:
         self.handlers[10] = self.groups.handle_find_coordinator
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
-                              22: ts.handle_init_producer_id})
+                              22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})
 
     @asynccontextmanager
     async def running(self, nursery: trio.Nursery) -> AsyncIterator[None]:

@@ -83,8 +83,11 @@ class Connection:
                     # drain what has completed, then stop the writer
                     self.closed = True
                     self.wake()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as e:
-            log.debug("connection %s ended: %s", self.peer, e)
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
+            # arrives wrapped by the nursery; e.g. ECONNRESET from a client killed with unread data
+            log.debug("connection %s ended: %s", self.peer, group.exceptions[0])
+        except* Exception:  # a bug in one connection closes that connection, never the server
+            log.exception("connection %s failed; closing it", self.peer)
         finally:
             self.broker.connection_closed(self)
             with trio.move_on_after(1):

@@ -147,6 +147,27 @@ class TopicService:
             out.append(res)
         slot.complete({"throttle_time_ms": 0, "responses": out})
 
+    def handle_create_partitions(self, req: Request, slot: Slot) -> None:
+        existing = self.topics()
+        results = []
+        for t in req.body["topics"]:
+            name, count = t["name"], t["count"]
+            res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+            have = existing.get(name)
+            if have is None:
+                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"no topic {name}")
+            elif count <= have or count > 10_000:
+                res.update(error_code=ErrorCode.INVALID_PARTITIONS,
+                           error_message=f"topic {name} has {have} partitions; {count} is not an increase")
+            elif not req.body.get("validate_only"):
+                try:
+                    self.create(name, count)
+                    log.info("topic %s grew from %d to %d partitions", name, have, count)
+                except (StorageError, OSError) as e:
+                    res.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
+            results.append(res)
+        slot.complete({"throttle_time_ms": 0, "results": results})
+
     # ---------------------------------------------------------------- InitProducerId
     def handle_init_producer_id(self, req: Request, slot: Slot) -> None:
         if req.body.get("transactional_id"):

@@ -5,6 +5,7 @@ Rule: ``ALL`` maps api key -> ApiSchema; a module is listed here exactly once, i
 
 from protocol.messages import (
     api_versions,
+    create_partitions,
     create_topics,
     delete_groups,
     delete_topics,
@@ -28,7 +29,7 @@ from protocol.schema import ApiSchema
 _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, init_producer_id, delete_groups,
+    delete_topics, init_producer_id, create_partitions, delete_groups,
 )
 
 ALL: dict[int, ApiSchema] = {m.SCHEMA.key: m.SCHEMA for m in _MODULES}

@@ -142,6 +142,25 @@ def test_an_acks_0_record_also_wakes_a_waiting_fetch(server: ServerProcess) -> N
     producer.close()
 
 
+def test_a_consumer_reset_during_a_long_poll_does_not_take_the_server_down(server: ServerProcess) -> None:
+    # A consumer killed with -9 while its Fetch waits: the kernel answers with RST (SO_LINGER 0 forces it),
+    # the server's read fails with ECONNRESET inside the connection's nursery.
+    w = Wire(server.port)
+    create_topic(w)
+    for _ in range(3):
+        doomed = Wire(server.port)
+        doomed.send(1, 12, fetch_body(0, max_wait_ms=5000))
+        time.sleep(0.2)
+        doomed.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        doomed.sock.close()
+    time.sleep(0.3)
+    assert produce(w, batch("after-reset"))["error_code"] == 0   # wakes the orphaned fetches
+    body = w.call(1, 4, fetch_body(0, max_wait_ms=0))
+    assert fetched(body) == (1, [(0, "after-reset")])
+    assert server.alive()
+    w.close()
+
+
 def test_idle_fetch_returns_empty_after_max_wait(server: ServerProcess) -> None:
     w = Wire(server.port)
     create_topic(w)

@@ -35,7 +35,7 @@ SERVED = {
     11: ("JoinGroup", "0-9"), 12: ("Heartbeat", "0-4"), 13: ("LeaveGroup", "0-5"),
     14: ("SyncGroup", "0-5"), 15: ("DescribeGroups", "0-6"), 16: ("ListGroups", "0-5"),
     18: ("ApiVersions", "0-4"), 19: ("CreateTopics", "2-7"), 20: ("DeleteTopics", "1-6"),
-    22: ("InitProducerId", "0-4"), 42: ("DeleteGroups", "0-2"),
+    22: ("InitProducerId", "0-4"), 37: ("CreatePartitions", "0-3"), 42: ("DeleteGroups", "0-2"),
 }
 
 # Versions we serve that Kafka 4.x's JSON dropped (KIP-896); checked against kafka-python's old schemas.
