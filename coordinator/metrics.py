@@ -10,7 +10,7 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -62,12 +62,20 @@ class Metrics:
         self.groups = _GroupCollector()
         r.register(self.groups)  # type: ignore[arg-type]
         self._http = None
+        self._by_api: dict[int, tuple[Counter, Histogram]] = {}  # labelled children, looked up once
+
+    def _children(self, api_key: int) -> tuple[Counter, Histogram]:
+        children = self._by_api.get(api_key)
+        if children is None:
+            name = api_name(api_key)
+            children = self._by_api[api_key] = (self.requests.labels(name), self.latency.labels(name))
+        return children
 
     def request_started(self, api_key: int) -> None:
-        self.requests.labels(api_name(api_key)).inc()
+        self._children(api_key)[0].inc()
 
     def request_done(self, api_key: int, seconds: float) -> None:
-        self.latency.labels(api_name(api_key)).observe(seconds)
+        self._children(api_key)[1].observe(seconds)
 
     def protocol_error(self, kind: str) -> None:
         self.errors.labels(kind).inc()

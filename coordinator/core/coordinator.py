@@ -262,6 +262,11 @@ class Coordinator:
     def last_rebalance_ms(self) -> int | None:
         return self._env.stats.last_rebalance_ms
 
+    @property
+    def rebalance_events(self) -> int:
+        """Grows whenever a rebalance starts or finishes."""
+        return self._env.stats.events
+
     def take_rebalance_durations(self) -> list[int]:
         """Durations (ms) of rebalances finished since the last call, oldest first."""
         pending = self._env.stats.unreported_durations_ms

@@ -29,10 +29,14 @@ class Stats:
     # durations not yet taken by the runtime's metrics (bounded: a slow scraper loses old ones, never memory)
     unreported_durations_ms: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
 
+    events: int = 0  # rebalances started + finished: lets a reader skip work when nothing changed
+
     def rebalance_started(self, reason: str) -> None:
         self.rebalances[reason] += 1
+        self.events += 1
 
     def rebalance_finished(self, duration_ms: int) -> None:
         self.completed_rebalances += 1
+        self.events += 1
         self.last_rebalance_ms = duration_ms
         self.unreported_durations_ms.append(duration_ms)

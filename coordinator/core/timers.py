@@ -6,8 +6,10 @@ Rules:
 - ``pop_due(now_ms)`` removes and returns the earliest key whose deadline <= now_ms (ties: the one
   scheduled first), or None; ``expired(now_ms)`` pops all of them in that order.
 - ``next_deadline()`` is the earliest live deadline, or None.
-Implementation: a heap with lazy deletion; stale heap entries are dropped when seen and the heap is
-rebuilt when it holds more than twice the live keys, so memory stays O(live keys).
+Implementation: a heap with lazy deletion. A key's heap entry may be earlier than its live deadline
+(moving a deadline later — every heartbeat — pushes nothing); such an entry is re-pushed at the live deadline
+when it reaches the top. Stale entries are dropped when seen and the heap is rebuilt when it holds more than
+twice the live keys, so memory stays O(live keys).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from collections.abc import Hashable
 
 
 class Timers:
-    __slots__ = ("_heap", "_live", "_seq")
+    __slots__ = ("_heap", "_inheap", "_live", "_seq")
 
     def __init__(self) -> None:
         self._live: dict[Hashable, tuple[int, int]] = {}
+        self._inheap: dict[Hashable, tuple[int, int]] = {}  # the one heap entry of a key that counts
         self._heap: list[tuple[int, int, Hashable]] = []
         self._seq = 0
 
@@ -36,7 +39,12 @@ class Timers:
 
     def schedule(self, key: Hashable, deadline_ms: int) -> None:
         self._seq += 1
-        self._live[key] = (deadline_ms, self._seq)
+        entry = (deadline_ms, self._seq)
+        self._live[key] = entry
+        queued = self._inheap.get(key)
+        if queued is not None and queued[0] <= deadline_ms:
+            return  # the queued entry fires first and is then moved to the live deadline
+        self._inheap[key] = entry
         heapq.heappush(self._heap, (deadline_ms, self._seq, key))
         if len(self._heap) > 2 * len(self._live) + 64:
             self._compact()
@@ -45,12 +53,21 @@ class Timers:
         self._live.pop(key, None)
 
     def _drop_stale(self) -> None:
-        heap, live = self._heap, self._live
+        heap, live, inheap = self._heap, self._live, self._inheap
         while heap:
             deadline, seq, key = heap[0]
-            if live.get(key) == (deadline, seq):
+            if inheap.get(key) != (deadline, seq):
+                heapq.heappop(heap)  # superseded by a later push
+                continue
+            entry = live.get(key)
+            if entry is None:
+                heapq.heappop(heap)
+                del inheap[key]
+                continue
+            if entry == (deadline, seq):
                 return
-            heapq.heappop(heap)
+            heapq.heapreplace(heap, (entry[0], entry[1], key))  # deadline moved later: re-queue
+            inheap[key] = entry
 
     def next_deadline(self) -> int | None:
         self._drop_stale()
@@ -62,6 +79,7 @@ class Timers:
             return None
         _, _, key = heapq.heappop(self._heap)
         del self._live[key]
+        del self._inheap[key]
         return key
 
     def expired(self, now_ms: int) -> list[Hashable]:
@@ -72,4 +90,5 @@ class Timers:
 
     def _compact(self) -> None:
         self._heap = [(d, s, k) for k, (d, s) in self._live.items()]
+        self._inheap = dict(self._live)
         heapq.heapify(self._heap)

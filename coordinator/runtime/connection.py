@@ -36,7 +36,7 @@ API_VERSIONS = 18
 class Slot:
     """A request's place in its connection's response order; also the token the core completes."""
 
-    __slots__ = ("conn", "api_key", "version", "correlation_id", "frame", "done", "started")
+    __slots__ = ("api_key", "conn", "correlation_id", "done", "frame", "started", "version")
 
     def __init__(self, conn: Connection, api_key: int, version: int, correlation_id: int, started: float) -> None:
         self.conn = conn

@@ -1,13 +1,17 @@
-"""Group commit: one fsync per dirty partition log for everything appended in the last few milliseconds.
+"""Group commit: one append and one fsync per dirty partition log for everything of the last few ms.
 
 Rules:
 - ``append`` writes to the OS page cache at once (on the trio thread; it is a positional write) and marks
-  the log dirty. ``when_durable(log, last_offset, callback)`` calls ``callback(None)`` once an fsync covering
+  the log dirty. ``stage(log, records, callback)`` defers the write instead: every record staged for a log
+  during a round becomes ONE record batch, appended at the start of the next flush round (offsets commits
+  from many connections cost one batch, one write and one fsync).
+- ``when_durable(log, last_offset, callback)`` calls ``callback(None)`` once an fsync covering
   ``last_offset`` has returned, or ``callback(error)`` if the log went offline: a response that depends on a
-  write is released only through this callback, so nothing is acknowledged before it is durable.
-- The flusher wakes on the first append, lingers ``log.flush.linger.ms`` to gather more, then fsyncs every
-  dirty log in a worker thread (never on the event loop). An fsync error takes that log offline (storage
-  never retries); its waiters get the error, other logs are unaffected.
+  write is released only through these callbacks, so nothing is acknowledged before it is durable.
+- The flusher wakes on the first append, lingers ``log.flush.linger.ms`` to gather more (not when the
+  previous round ended with work already waiting: that work gathered during the fsync), then fsyncs every
+  dirty log in worker threads, several at once (never on the event loop). An fsync error takes that log
+  offline (storage never retries); its waiters get the error, other logs are unaffected.
 - Callbacks run on the trio thread, in the order their writes were appended per log.
 """
 
@@ -15,18 +19,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import trio
 
 from coordinator.metrics import Metrics
 from coordinator.storage.errors import LogOfflineError, StorageError
 from coordinator.storage.log import AppendInfo, PartitionLog
+from protocol.record_batch import build_batch
 
 log = logging.getLogger("groupcoord.group_commit")
 
 Callback = Callable[[Exception | None], None]
+KeyValue = tuple[bytes, bytes | None]
+
+FSYNC_THREADS = 8
 
 
 class GroupCommit:
@@ -34,9 +41,13 @@ class GroupCommit:
         self.linger = linger_ms / 1000
         self.metrics = metrics
         self._dirty: set[PartitionLog] = set()
-        self._waiters: dict[PartitionLog, list[tuple[int, Callback]]] = defaultdict(list)
+        # in registration order across all logs: callbacks fire in that order (the core needs its writes
+        # acknowledged in the order it returned them, also when one write spans several offsets partitions)
+        self._waiters: list[tuple[PartitionLog, int, Callback]] = []
+        self._staged: dict[PartitionLog, tuple[list[KeyValue], list[Callback]]] = {}
         self._kick = trio.Event()
-        self.fsyncs = 0
+        self._limiter = trio.CapacityLimiter(FSYNC_THREADS)
+        self.rounds = 0
 
     def append(self, plog: PartitionLog, batches: Sequence[bytes]) -> AppendInfo:
         info = plog.append(batches)
@@ -44,58 +55,82 @@ class GroupCommit:
         self._kick.set()
         return info
 
+    def stage(self, plog: PartitionLog, records: Sequence[KeyValue], callback: Callback) -> None:
+        staged = self._staged.get(plog)
+        if staged is None:
+            staged = self._staged[plog] = ([], [])
+        staged[0].extend(records)
+        staged[1].append(callback)
+        self._kick.set()
+
     def when_durable(self, plog: PartitionLog, last_offset: int, callback: Callback) -> None:
         if plog.offline:
             callback(LogOfflineError(f"partition log {plog.directory} is offline"))
         elif plog.recovery_point > last_offset:
             callback(None)
         else:
-            self._waiters[plog].append((last_offset, callback))
+            self._waiters.append((plog, last_offset, callback))
             self._kick.set()
 
     async def run(self) -> None:
+        hot = False
         while True:
             await self._kick.wait()
             self._kick = trio.Event()
-            if self.linger:
+            if self.linger and not hot:
                 await trio.sleep(self.linger)
             await self.flush_now()
+            hot = self._kick.is_set()
+
+    def _append_staged(self) -> None:
+        staged, self._staged = self._staged, {}
+        now = int(time.time() * 1000)
+        for plog, (records, callbacks) in staged.items():
+            try:
+                info = self.append(plog, [build_batch([(k, v, (), now) for k, v in records])])
+            except (StorageError, OSError) as e:
+                for cb in callbacks:
+                    cb(e if isinstance(e, StorageError) else LogOfflineError(str(e)))
+                continue
+            for cb in callbacks:
+                self.when_durable(plog, info.last_offset, cb)
 
     async def flush_now(self) -> None:
-        dirty = list(self._dirty | set(self._waiters))
+        self._append_staged()
+        dirty = list(self._dirty | {w[0] for w in self._waiters})
         self._dirty.clear()
         if not dirty:
             return
         t0 = time.perf_counter()
-        results = await trio.to_thread.run_sync(_flush_all, dirty)
-        self.fsyncs += 1
+        results: dict[PartitionLog, int | Exception] = {}
+
+        async def flush_one(plog: PartitionLog) -> None:
+            results[plog] = await trio.to_thread.run_sync(_flush, plog, limiter=self._limiter)
+
+        async with trio.open_nursery() as nursery:
+            for plog in dirty:
+                nursery.start_soon(flush_one, plog)
+        self.rounds += 1
         if self.metrics is not None:
             self.metrics.flush_seconds.observe(time.perf_counter() - t0)
-        for plog, outcome in results:
-            waiters = self._waiters.pop(plog, [])
+        waiters, self._waiters = self._waiters, []
+        for plog, last, cb in waiters:
+            outcome = results.get(plog)
             if isinstance(outcome, Exception):
-                for _, cb in waiters:
-                    cb(outcome)
-                continue
-            keep = []
-            for last, cb in waiters:
-                if outcome > last:
-                    cb(None)
-                else:
-                    keep.append((last, cb))  # appended after the fsync began: next round
-            if keep:
-                self._waiters[plog] = keep
-                self._kick.set()
+                cb(outcome)
+            elif outcome is not None and outcome > last:
+                cb(None)
+            else:
+                self._waiters.append((plog, last, cb))  # appended after the fsync began: next round
+        if self._waiters:
+            self._kick.set()
 
 
-def _flush_all(logs: list[PartitionLog]) -> list[tuple[PartitionLog, int | Exception]]:
-    out: list[tuple[PartitionLog, int | Exception]] = []
-    for plog in logs:
-        try:
-            out.append((plog, plog.flush()))
-        except StorageError as e:  # offline, or closed because its topic was deleted after the append
-            out.append((plog, e))
-        except OSError as e:  # storage converts these, but never let one kill the flusher
-            log.error("flush of %s failed: %s", plog.directory, e)
-            out.append((plog, LogOfflineError(str(e))))
-    return out
+def _flush(plog: PartitionLog) -> int | Exception:
+    try:
+        return plog.flush()
+    except StorageError as e:  # offline, or closed because its topic was deleted after the append
+        return e
+    except OSError as e:  # storage converts these, but never let one kill the flusher
+        log.error("flush of %s failed: %s", plog.directory, e)
+        return LogOfflineError(str(e))

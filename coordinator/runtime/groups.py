@@ -33,7 +33,7 @@ from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
 from protocol.errors import ErrorCode
-from protocol.record_batch import CorruptBatchError, build_batch, decode_batch, parse_header, split_batches
+from protocol.record_batch import CorruptBatchError, decode_batch, parse_header, split_batches
 
 if TYPE_CHECKING:
     from coordinator.runtime.broker import Broker
@@ -45,8 +45,9 @@ log = logging.getLogger("groupcoord.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's offsets topic: compacted, 100 MiB segments (offsets.topic.segment.bytes), no time/size retention
+# (batches there are built by this process, so append skips re-verifying their CRC)
 OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None,
-                               retention_bytes=None)
+                               retention_bytes=None, verify_crc_on_append=False)
 _READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -113,6 +114,8 @@ class GroupService:
         self.core = Coordinator(group_config(broker.config), new_id=lambda: str(uuid.uuid4()))
         self.shards = self.core.config.offsets_topic_num_partitions
         self._timer_changed = trio.Event()
+        self._armed: int | None = None  # the deadline the timer task sleeps until
+        self._rebalance_events = 0
         self._by_conn: dict[Connection, set[Slot]] = defaultdict(set)
         self.loaded = trio.Event()
         broker.metrics.groups.source = self.core.groups_by_state
@@ -192,19 +195,24 @@ class GroupService:
 
     # ---------------------------------------------------------------- outcomes
     def apply(self, outcome: Outcome) -> None:
-        self._timer_changed.set()
-        self._count_rebalances()
+        deadline = self.core.next_deadline()
+        if deadline is not None and (self._armed is None or deadline < self._armed):
+            self._timer_changed.set()  # the timer task sleeps too long: wake it to re-arm
+        stats = self.core.rebalance_events
+        if stats != self._rebalance_events:
+            self._rebalance_events = stats
+            self._count_rebalances()
         if not outcome.records:
             self._release(outcome.completions)
             return
         per_shard: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for shard, key, value in outcome.records:
             per_shard[shard].append((key, value))
-        ts = now_ms()
         remaining = [len(per_shard)]
         errors: list[Exception] = []
         write_id = outcome.write_id
         assert write_id is not None
+        commits = sum(1 for _, k, v in outcome.records if v is not None and k[:2] in (b"\x00\x00", b"\x00\x01"))
 
         def done(err: Exception | None) -> None:
             if err is not None:
@@ -217,19 +225,17 @@ class GroupService:
                 self.apply(self.core.on_append_failed(write_id, now_ms(), ErrorCode.NOT_COORDINATOR))
             else:
                 self.core.on_appended(write_id)
-                self.broker.metrics.offset_commits.inc(
-                    sum(1 for _, k, v in outcome.records if v is not None and k[:2] in (b"\x00\x00", b"\x00\x01")))
+                if commits:
+                    self.broker.metrics.offset_commits.inc(commits)
                 self._release(outcome.completions)
 
         for shard, items in per_shard.items():
             try:
                 plog = self.offsets_log(shard)
-                batch = build_batch([(k, v, [], ts) for k, v in items])
-                info = self.commit.append(plog, [batch])
             except (StorageError, OSError) as e:
                 done(e)
                 continue
-            self.commit.when_durable(plog, info.last_offset, done)
+            self.commit.stage(plog, items, done)
 
     def _release(self, completions: list[tuple[object, dict]]) -> None:
         for token, response in completions:
@@ -252,7 +258,7 @@ class GroupService:
     async def timer_loop(self) -> None:
         while True:
             self._timer_changed = trio.Event()
-            deadline = self.core.next_deadline()
+            deadline = self._armed = self.core.next_deadline()
             if deadline is None:
                 await self._timer_changed.wait()
                 continue

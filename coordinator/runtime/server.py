@@ -14,8 +14,8 @@ from __future__ import annotations
 import errno
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import trio
 
@@ -87,25 +87,24 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
     log.info("groupcoord node %s listening on %s:%s (metrics: %s)", broker.node_id, config["host"], port,
              metrics_port)
     try:
-        async with trio.open_nursery() as conn_nursery:
-            async with broker.running(conn_nursery):
-                accept_scope = trio.CancelScope()
+        async with trio.open_nursery() as conn_nursery, broker.running(conn_nursery):
+            accept_scope = trio.CancelScope()
 
-                async def accept_all() -> None:
-                    with accept_scope:
-                        async with trio.open_nursery() as accept_nursery:
-                            for listener in listeners:
-                                accept_nursery.start_soon(_accept_loop, listener, broker, conn_nursery)
+            async def accept_all() -> None:
+                with accept_scope:
+                    async with trio.open_nursery() as accept_nursery:
+                        for listener in listeners:
+                            accept_nursery.start_soon(_accept_loop, listener, broker, conn_nursery)
 
-                conn_nursery.start_soon(accept_all)
-                task_status.started(Bound(port, metrics_port, broker.shutdown_requested.set))
-                await broker.shutdown_requested.wait()
-                accept_scope.cancel()
-                for listener in listeners:
-                    await listener.aclose()
-                with trio.move_on_after(config["shutdown.grace.ms"] / 1000):
-                    await broker.wait_idle()
-                conn_nursery.cancel_scope.cancel()
+            conn_nursery.start_soon(accept_all)
+            task_status.started(Bound(port, metrics_port, broker.shutdown_requested.set))
+            await broker.shutdown_requested.wait()
+            accept_scope.cancel()
+            for listener in listeners:
+                await listener.aclose()
+            with trio.move_on_after(config["shutdown.grace.ms"] / 1000):
+                await broker.wait_idle()
+            conn_nursery.cancel_scope.cancel()
     finally:
         metrics.close()
         with trio.CancelScope(shield=True):

@@ -32,7 +32,9 @@ class FileSystem:
         return os.pread(fd, size, offset)
 
     def fsync(self, fd: int) -> None:
-        os.fsync(fd)
+        # fdatasync: the data and the metadata needed to read it back (the size); timestamps may lag.
+        # New files and renames are made durable by fsync_dir on their directory.
+        os.fdatasync(fd)
 
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
