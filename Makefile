@@ -35,7 +35,13 @@ run: $(STAMP)
 test: $(STAMP) $(APT_STAMP)
 	$(BIN)/python -m pytest -q -m "not spark" $(ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests selected"; exit 0; fi; exit $$rc
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,cluster,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m tests.bench $(ARGS)
 
 lint: $(STAMP)

@@ -23,6 +23,8 @@ Rules:
   justify: a declared length larger than what is left is an error, decompression output is capped.
 - `split_batches` is framing only (length, magic) and stops cleanly at a partial tail, reporting where;
   `validate_batch` checks one whole batch (magic, length, CRC).
+- Replay (a coordinator loads ~1M records at startup) uses `decode_batch_key_values`/`decode_key_values`:
+  the same checks and errors as `decode_batch`/`decode_records`, but (key, value) pairs instead of Records.
 - Codecs: none and gzip are encoded and decoded; snappy, lz4 and zstd raise
   `UnsupportedCompressionError` (a `CorruptBatchError`) when records must be decoded or encoded.
 """
@@ -364,6 +366,66 @@ def decode_records(
     return out
 
 
+def decode_key_values(
+    data: bytes, count: int, start: int = 0, stop: int | None = None,
+) -> list[tuple[bytes | None, bytes | None]]:
+    """`decode_records` reduced to what a replay needs: each record's (key, value), in order.
+
+    Same input, same checks, same errors as `decode_records` (offsets, timestamps and headers are still
+    parsed, so a record either side would reject is rejected here too); only the Record objects are not
+    built, and two-byte varints are decoded inline as well (the offset delta of record 64+ in a batch).
+    """
+    out: list[tuple[bytes | None, bytes | None]] = []
+    append = out.append
+    pos = start
+    total = len(data) if stop is None else stop
+    read_varint = _read_varint
+    read_nullable = _read_nullable
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                b = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                length, pos = read_varint(data, pos)
+            end = pos + length
+            if length < 6 or end > total:
+                raise CorruptBatchError(f"record length {length} invalid with {total - pos} bytes left")
+            # skip attributes, then the timestamp and offset deltas (their values are not needed)
+            p = pos + 2 if data[pos + 1] < 0x80 else read_varint(data, pos + 1)[1]
+            p = p + 1 if data[p] < 0x80 else (p + 2 if data[p + 1] < 0x80 else read_varint(data, p)[1])
+            b = data[p]
+            q = p + 1 + (b >> 1)
+            if b < 0x80 and not b & 1 and q <= end:
+                key = data[p + 1:q]
+            else:
+                key, q = read_nullable(data, p, end)
+            b = data[q]
+            p = q + 1 + (b >> 1)
+            if b < 0x80 and not b & 1 and p <= end:
+                value = data[q + 1:p]
+            else:
+                value, p = read_nullable(data, q, end)
+            if data[p] == 0:
+                p += 1
+            else:
+                p = _read_headers(data, p, end)[1]
+            if p != end:
+                raise CorruptBatchError(f"record declares {length} bytes but uses {p - pos}")
+            append((key, value))
+            pos = end
+    except IndexError:
+        raise CorruptBatchError("record runs past the end of the batch") from None
+    if pos != total:
+        raise CorruptBatchError(f"{total - pos} bytes left after {count} records")
+    return out
+
+
 def _single_record(data: bytes, p: int, end: int, base_offset: int, base_ts: int) -> Record | None:
     """The common replay case decoded inline: one uncompressed record, no headers, every varint one
     byte (the length up to two). None means "not that simple": the caller uses `decode_records`."""
@@ -454,22 +516,39 @@ def decode_batch(
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
 ) -> tuple[BatchHeader, list[Record]]:
     """Validate one whole batch and decode its records (decompressing gzip)."""
+    header, data, start = _checked_records(batch, verify_crc, max_decompressed)
+    append_time = header.max_timestamp if header.log_append_time else None
+    return header, decode_records(data, header.record_count, header.base_offset, header.base_timestamp,
+                                  append_time, start)
+
+
+def decode_batch_key_values(
+    batch: bytes | bytearray | memoryview, *, min_offset: int | None = None, verify_crc: bool = True,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+) -> tuple[BatchHeader, list[tuple[bytes | None, bytes | None]]]:
+    """`decode_batch` for replay: the header and the (key, value) of each record at an offset >= `min_offset`
+    (all when None), in order; same validation and errors. Uncompressed batches are decoded in place."""
+    if min_offset is not None and len(batch) >= 8 and min_offset > _BASE_OFFSET.unpack_from(batch)[0]:
+        # rare: a read that starts inside this batch
+        header, records = decode_batch(batch, verify_crc=verify_crc, max_decompressed=max_decompressed)
+        return header, [(r.key, r.value) for r in records if r.offset >= min_offset]
+    header, data, start = _checked_records(batch, verify_crc, max_decompressed)
+    return header, decode_key_values(data, header.record_count, start)
+
+
+def _checked_records(batch: bytes | bytearray | memoryview, verify_crc: bool, max_decompressed: int
+                     ) -> tuple[BatchHeader, bytes, int]:
+    """A whole batch checked (length, magic, CRC if asked): its header, then its records as (data, start)."""
     if verify_crc:
         header = validate_batch(batch)
     else:
         header = parse_header(batch)
         if header.size != len(batch):
             raise CorruptBatchError(f"batch declares {header.size} bytes, {len(batch)} given")
-    append_time = header.max_timestamp if header.log_append_time else None
     data = batch if isinstance(batch, bytes) else bytes(batch)
     if header.compression == Compression.NONE:
-        records = decode_records(data, header.record_count, header.base_offset, header.base_timestamp,
-                                 append_time, HEADER_SIZE)
-    else:
-        payload = _decompress(header.compression, data[HEADER_SIZE:], max_decompressed)
-        records = decode_records(payload, header.record_count, header.base_offset, header.base_timestamp,
-                                 append_time)
-    return header, records
+        return header, data, HEADER_SIZE
+    return header, _decompress(header.compression, data[HEADER_SIZE:], max_decompressed), 0
 
 
 def iter_records(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> Iterator[Record]:

@@ -5,8 +5,8 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
   APIs in SUPPORTED_APIS. Requests are decoded dicts (Kafka JSON field names in snake_case). A request
   whose answer must wait (JoinGroup during a rebalance, a follower's SyncGroup) gets no completion yet;
   a later Outcome (of any call) completes it. Tokens must be hashable and unique per request.
-- ``Outcome.records`` must be appended in order; then ``on_appended(write_id)`` (replays them and
-  finishes bookkeeping) and release ``Outcome.completions``; or, if they are not durable,
+- ``Outcome.records`` must be appended in order; then ``on_appended(write_id, now_ms)`` (replays them and
+  finishes bookkeeping; returns an Outcome to apply in turn) and release ``Outcome.completions``; or, if they are not durable,
   ``on_append_failed(write_id, now_ms, error)`` whose Outcome replaces those completions. An Outcome
   without records has ``write_id`` None and its completions may be released at once.
 - ``on_timers(now_ms)`` fires due timers; ``next_deadline()`` says when to call it next. ``handle`` also
@@ -163,15 +163,19 @@ class Coordinator:
         self._writes[write_id] = _PendingWrite(fx.records, fx.completions, fx.done_hooks, fx.fail_hooks)
         return Outcome(fx.records, fx.completions, write_id)
 
-    def on_appended(self, write_id: int) -> None:
+    def on_appended(self, write_id: int, now_ms: int = 0) -> Outcome:
+        """The write is durable: replay it, run its done hooks; their answers come back as an Outcome
+        (release the write's own completions first, then this one's)."""
         write = self._writes.pop(write_id)
         shards = self._env.shards
         for shard_id, key, value in write.records:
             shard = shards[shard_id]
             if shard.status is ShardStatus.ACTIVE:
                 shard.replay(key, value)
+        fx = Effects(now_ms)
         for hook in write.done:
-            hook()
+            hook(fx)
+        return self._finish(fx)
 
     def on_append_failed(self, write_id: int, now_ms: int, error: int = Err.NOT_COORDINATOR) -> Outcome:
         write = self._writes.pop(write_id)

@@ -57,6 +57,7 @@ class IllegalStateTransition(RuntimeError):
 
 class Group:
     __slots__ = (
+        "assignment_write",
         "generation",
         "group_id",
         "initial_delay",
@@ -92,6 +93,8 @@ class Group:
         self.static_members: dict[str, str] = {}
         self.pending_members: set[str] = set()
         self.pending_sync: set[str] = set()
+        # generation whose assignment (group metadata record) is written but not yet durable, or None
+        self.assignment_write: int | None = None
         self.supported: Counter[str] = Counter()
         self.num_awaiting_join = 0
         self.new_member_added = False

@@ -71,6 +71,10 @@ def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
     member = group.members[member_id]
     _synced(env, group, member_id)
     if group.state is STABLE:
+        if group.assignment_write == group.generation:
+            # the leader's assignment is not durable yet: answer with it only once it is (Kafka's rule)
+            park_sync(env, fx, group, member, token, version)
+            return
         fx.complete(token, sync_response(Err.NONE, member.assignment, group.protocol_type, group.protocol_name))
         schedule_heartbeat(env, fx, group, member)
         return
@@ -97,14 +101,24 @@ def _store_and_propagate(env: Env, fx: Effects, group: Group, assignment: dict[s
     finish_rebalance(env, group, fx.now_ms)
     generation = group.generation
     tokens = [t for t, _ in fx.completions[first:]]
+    group.assignment_write = generation
+
+    def on_done(done_fx: Effects) -> None:
+        if group.assignment_write == generation:
+            group.assignment_write = None
+            if group.generation == generation and group.state is STABLE:
+                propagate_assignment(env, done_fx, group, Err.NONE)  # followers that synced meanwhile
 
     def on_fail(fail_fx: Effects, error: int) -> None:
+        if group.assignment_write == generation:
+            group.assignment_write = None
         for token in tokens:
             fail_fx.complete(token, sync_response(error))
         if group.generation == generation and group.state is STABLE and env.group(group.group_id) is group:
             reset_and_propagate_error(env, fail_fx, group, Err(error))
             maybe_prepare_rebalance(env, fail_fx, group, "write-failed")
 
+    fx.on_done(on_done)
     fx.on_fail(on_fail)
 
 

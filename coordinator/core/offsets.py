@@ -91,7 +91,7 @@ def _track_pending(fx: Effects, shard: Shard, token: object, results: list, writ
         fail_fx.complete(token, offset_commit_response(
             [(name, [(i, error if e == Err.NONE else e) for i, e in parts]) for name, parts in results]))
 
-    fx.on_done(release)
+    fx.on_done(lambda _fx: release())
     fx.on_fail(on_fail)
 
 

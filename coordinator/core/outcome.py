@@ -7,7 +7,8 @@ Rules:
   ``Coordinator.on_append_failed(write_id, now_ms)`` whose Outcome *replaces* these completions.
 - A completion to the DROPPED token (a parked request whose connection closed) is never emitted.
 ``Effects`` is the builder one handler call writes into; hooks registered with ``on_done``/``on_fail``
-run when the write is durable / failed (fail hooks get a fresh Effects and the error code).
+run when the write is durable / failed: both get a fresh Effects (fail hooks also the error code), whose
+completions ``on_appended`` / ``on_append_failed`` return as a new Outcome.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Effects:
         self.now_ms = now_ms
         self.records: list[Record] = []
         self.completions: list[Completion] = []
-        self.done_hooks: list[Callable[[], None]] = []
+        self.done_hooks: list[Callable[[Effects], None]] = []
         self.fail_hooks: list[Callable[[Effects, int], None]] = []
 
     def complete(self, token: object, response: dict) -> None:
@@ -51,7 +52,7 @@ class Effects:
     def write(self, shard_id: int, key: bytes, value: bytes | None) -> None:
         self.records.append((shard_id, key, value))
 
-    def on_done(self, hook: Callable[[], None]) -> None:
+    def on_done(self, hook: Callable[[Effects], None]) -> None:
         self.done_hooks.append(hook)
 
     def on_fail(self, hook: Callable[[Effects, int], None]) -> None:

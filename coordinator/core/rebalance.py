@@ -126,6 +126,9 @@ def prepare_rebalance(env: Env, fx: Effects, group: Group, reason: str) -> None:
     now = fx.now_ms
     if group.state is COMPLETING:
         reset_and_propagate_error(env, fx, group, Err.REBALANCE_IN_PROGRESS)
+    elif group.state is STABLE and group.assignment_write is not None:
+        group.assignment_write = None  # followers parked until it was durable: they must rejoin instead
+        propagate_assignment(env, fx, group, Err.REBALANCE_IN_PROGRESS)
     env.timers.cancel(("sync", group.group_id))
     was_empty = group.state is EMPTY
     timeout = group.rebalance_timeout_ms()

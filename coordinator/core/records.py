@@ -15,12 +15,19 @@ Values (int16 value version first); a None value is a tombstone:
   int32, session_timeout int32, subscription bytes, assignment bytes).
 Strings are int16 length + UTF-8 (-1 = null), bytes int32 length, arrays int32 count.
 Unknown key versions decode to None (skipped at replay); truncated or trailing bytes raise RecordError.
+
+Decoding speed (a coordinator replays ~1M records at startup): ``decode_offset_key`` and
+``decode_offset_value`` read well-formed input with a few slices and precompiled structs; anything they do
+not fully recognise goes to the field-by-field ``_Reader`` decoders, which alone decide errors. So the fast
+path can only ever return what the reader would have returned, and bad input raises exactly as before.
+``OffsetCommitValue`` is a NamedTuple (built ~7x faster than a frozen dataclass; immutable, equal by value).
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -30,6 +37,12 @@ _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _II = struct.Struct(">ii")
+_HH = struct.Struct(">hh")  # key head: version, first string's length
+_HQH = struct.Struct(">hqh")  # value v0-v2 head: version, offset, metadata length
+_HQIH = struct.Struct(">hqih")  # value v3 head: version, offset, leader epoch, metadata length
+_QQ = struct.Struct(">qq")
+_V3_EMPTY = struct.Struct(">hqihq")  # value v3 with empty metadata, whole
+_new_value = tuple.__new__  # a NamedTuple from a ready tuple, skipping its Python-level __new__
 
 
 class RecordError(ValueError):
@@ -48,8 +61,7 @@ class GroupMetadataKey:
     group: str
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitValue:
+class OffsetCommitValue(NamedTuple):
     offset: int
     leader_epoch: int
     metadata: str
@@ -172,6 +184,13 @@ class _Reader:
 
 
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
+    fields = decode_offset_key(key)
+    if fields is not None:
+        return OffsetCommitKey(fields[0], *fields[1])
+    return _read_key(key)
+
+
+def _read_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     r = _Reader(key)
     version = r.int16()
     if version in (0, 1):
@@ -184,7 +203,52 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     return out
 
 
+def decode_offset_key(key: bytes) -> tuple[str, tuple[str, int]] | None:
+    """(group, (topic, partition)) of an OffsetCommitKey (v0/v1); None for any other key version (use
+    ``decode_key``); a malformed v0/v1 key raises as ``decode_key`` does. The replay hot path."""
+    try:
+        version, n = _HH.unpack_from(key)
+        if version != 1 and version != 0:
+            return None
+        e = 4 + n
+        m = key[e] << 8 | key[e + 1]
+        f = e + 2 + m
+        if n >= 0 and m < 0x8000 and f + 4 == len(key):  # both lengths non-negative, key exactly consumed
+            return key[4:e].decode(), (key[e + 2:f].decode(), _I.unpack_from(key, f)[0])
+    except (struct.error, IndexError, UnicodeDecodeError):
+        pass
+    if len(key) >= 2 and key[:2] != b"\x00\x00" and key[:2] != b"\x00\x01":
+        return None  # a short key of another version
+    decoded = _read_key(key)  # raises the precise error
+    assert isinstance(decoded, OffsetCommitKey)
+    return decoded.group, (decoded.topic, decoded.partition)
+
+
 def decode_offset_value(value: bytes) -> OffsetCommitValue:
+    size = len(value)
+    try:
+        if size == 24:  # v3 without metadata, what clients mostly commit, in one unpack
+            version, offset, epoch, n, commit_ts = _V3_EMPTY.unpack(value)
+            if version == 3 and n == 0:
+                return _new_value(OffsetCommitValue, (offset, epoch, "", commit_ts, None))
+        if value[:2] == b"\x00\x03":
+            _, offset, epoch, n = _HQIH.unpack_from(value)
+            if 0 <= n and 24 + n == size:
+                return _new_value(OffsetCommitValue, (offset, epoch, value[16:16 + n].decode(),
+                                                      _Q.unpack_from(value, 16 + n)[0], None))
+        elif value[:2] in (b"\x00\x00", b"\x00\x02", b"\x00\x01"):
+            version, offset, n = _HQH.unpack_from(value)
+            if 0 <= n and (20 if version != 1 else 28) + n == size:
+                commit_ts, expire_ts = _QQ.unpack_from(value, 12 + n) if version == 1 else (
+                    _Q.unpack_from(value, 12 + n)[0], None)
+                metadata = value[12:12 + n].decode()
+                return _new_value(OffsetCommitValue, (offset, -1, metadata, commit_ts, expire_ts))
+    except (struct.error, UnicodeDecodeError):
+        pass
+    return _read_offset_value(value)  # not recognised: decides (and raises) field by field
+
+
+def _read_offset_value(value: bytes) -> OffsetCommitValue:
     r = _Reader(value)
     version = r.int16()
     if version not in (0, 1, 2, 3):

@@ -17,6 +17,7 @@ Rules:
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 import uuid
@@ -33,7 +34,7 @@ from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
 from protocol.errors import ErrorCode
-from protocol.record_batch import CorruptBatchError, decode_batch, parse_header, split_batches
+from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
 
 if TYPE_CHECKING:
     from coordinator.runtime.broker import Broker
@@ -49,6 +50,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None,
                                retention_bytes=None, verify_crc_on_append=False)
 _READ_CHUNK = 4 * 1024 * 1024
+_REPLAY_CHUNK = 50_000  # records replayed between two trio checkpoints while loading
 
 
 def now_ms() -> int:
@@ -92,13 +94,11 @@ def read_offsets_partition(plog: PartitionLog, problems: list[str] | None = None
                 problems.append(f"unreadable batch header after offset {offset} ({e}); later records ignored")
                 return out
             try:
-                _, records = decode_batch(batch, verify_crc=True)
+                _, pairs = decode_batch_key_values(batch, min_offset=offset)  # CRC checked
             except CorruptBatchError as e:
                 problems.append(f"batch at offsets {header.base_offset}-{header.last_offset} skipped: {e}")
-                records = []
-            for r in records:
-                if r.key is not None and r.offset >= offset:
-                    out.append((r.key, r.value))
+                pairs = []
+            out += [kv for kv in pairs if kv[0] is not None]
             offset = max(offset, header.next_offset)
         if offset == start:
             problems.append(f"no progress reading at offset {offset}; later records ignored")
@@ -134,29 +134,38 @@ class GroupService:
             self.core.begin_loading(shard)
         total = unavailable = 0
         t_all = time.perf_counter()
-        for shard in range(self.shards):
-            t0 = time.perf_counter()
-            try:
-                plog = self.offsets_log(shard)
-                problems: list[str] = []
-                records = await trio.to_thread.run_sync(read_offsets_partition, plog, problems)
-            except StorageError as e:
-                log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, e)
-                unavailable += 1
-                continue
-            for problem in problems:
-                log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
-            for i, (key, value) in enumerate(records):
+        gc_enabled = gc.isenabled()
+        gc.disable()  # loading builds millions of long-lived objects: collecting meanwhile finds nothing
+        try:
+            for shard in range(self.shards):
+                t0 = time.perf_counter()
                 try:
-                    self.core.replay(shard, key, value)
-                except ValueError as e:  # RecordError, bad UTF-8: a record we cannot use, not a reason to die
-                    log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard,
-                              key[:64].hex(), e)
-                if i % 50_000 == 49_999:
+                    plog = self.offsets_log(shard)
+                    problems: list[str] = []
+                    records = await trio.to_thread.run_sync(read_offsets_partition, plog, problems)
+                except StorageError as e:
+                    log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, e)
+                    unavailable += 1
+                    continue
+                for problem in problems:
+                    log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
+                replay = self.core.replay
+                for chunk in range(0, len(records), _REPLAY_CHUNK):
+                    for key, value in records[chunk:chunk + _REPLAY_CHUNK]:
+                        try:
+                            replay(shard, key, value)
+                        except ValueError as e:  # RecordError, bad UTF-8: an unusable record, never fatal
+                            log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard,
+                                      key[:64].hex(), e)
                     await trio.lowlevel.checkpoint()
-            self.apply(self.core.finish_loading(shard, now_ms()))
-            total += len(records)
-            self.broker.metrics.load_seconds.observe(time.perf_counter() - t0)
+                self.apply(self.core.finish_loading(shard, now_ms()))
+                total += len(records)
+                self.broker.metrics.load_seconds.observe(time.perf_counter() - t0)
+        finally:
+            if gc_enabled:  # what was built is long-lived: freeze + unfreeze moves it, unscanned, to the
+                gc.freeze()  # oldest generation (no young collection over millions of objects now; cycles
+                gc.unfreeze()  # among them are still found by the next full collection)
+                gc.enable()
         log.info("loaded %d offsets partitions (%d records, %d unavailable) in %.2f s",
                  self.shards - unavailable, total, unavailable, time.perf_counter() - t_all)
         self.loaded.set()
@@ -224,10 +233,11 @@ class GroupService:
                 log.error("offsets write %s failed: %s", write_id, errors[0])
                 self.apply(self.core.on_append_failed(write_id, now_ms(), ErrorCode.NOT_COORDINATOR))
             else:
-                self.core.on_appended(write_id)
+                after = self.core.on_appended(write_id, now_ms())
                 if commits:
                     self.broker.metrics.offset_commits.inc(commits)
                 self._release(outcome.completions)
+                self.apply(after)
 
         for shard, items in per_shard.items():
             try:

@@ -22,8 +22,9 @@ import struct
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Callable, Sequence
+from typing import IO
 
 from protocol import codec
 from protocol.record_batch import Compression, iter_records, parse_header, split_batches

@@ -5,8 +5,8 @@ rebalance delay)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -14,7 +14,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "integration"))
 
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess
 
 
 @pytest.fixture
@@ -27,4 +27,4 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         alive = srv.alive()
         status = srv.stop()
         # shown by pytest only when the test failed
-        print(f"--- server (alive at teardown: {alive}, exit status {status}) ---\n{srv.log()[-20000:]}")
+        print(f"--- server (alive at teardown: {alive}, exit status {status}) ---\n{srv.log()[-200000:]}")

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from compat_support import PARTITIONS, Member, assert_scenario, keys, run_group_scenario
 from server_process import ServerProcess  # type: ignore[import-not-found]
 

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from compat_support import PARTITIONS, Member, assert_scenario, run_group_scenario
 from server_process import ServerProcess  # type: ignore[import-not-found]
 
@@ -21,14 +20,14 @@ def _node() -> str:
     node, npm = shutil.which("node"), shutil.which("npm")
     assert node and npm, "node and npm must be installed"
     if not (JS / "node_modules" / "kafkajs" / "package.json").exists():
-        done = subprocess.run([npm, "install", "--no-audit", "--no-fund"], cwd=JS, capture_output=True,
+        done = subprocess.run([npm, "install", "--no-audit", "--no-fund"], cwd=JS, capture_output=True, check=False,
                               text=True, timeout=180)
         assert done.returncode == 0, done.stderr
     return node
 
 
 def _run(node: str, script: str, *args: str) -> str:
-    done = subprocess.run([node, script, *args], cwd=JS, capture_output=True, text=True, timeout=30)
+    done = subprocess.run([node, script, *args], cwd=JS, capture_output=True, text=True, check=False, timeout=30)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -45,6 +45,8 @@ class Harness:
         self.responses: dict[Token, dict] = {}
         self.fail_next_write: int | None = None
         self.writes: list[tuple[list, list]] = []  # (records, completions released with them)
+        self.hold_writes = False  # when True, writes wait in ``held`` until ``release_writes()`` (fsync lag)
+        self.held: list = []
         self._tokens = itertools.count(1)
         for shard in range(self.cfg.offsets_topic_num_partitions):
             self.coord.begin_loading(shard)
@@ -53,17 +55,30 @@ class Harness:
     # ------------------------------------------------------------ plumbing
 
     def apply(self, out) -> None:
+        after = None
         if out.records:
+            if self.hold_writes:
+                self.held.append(out)
+                return
             if self.fail_next_write is not None:
                 error, self.fail_next_write = self.fail_next_write, None
                 self.apply(self.coord.on_append_failed(out.write_id, self.now, error))
                 return
             self.log.extend(out.records)
-            self.coord.on_appended(out.write_id)
+            after = self.coord.on_appended(out.write_id, self.now)
             self.writes.append((list(out.records), list(out.completions)))
         for token, response in out.completions:
             assert token not in self.responses, f"{token} answered twice"
             self.responses[token] = response
+        if after is not None:
+            self.apply(after)
+
+    def release_writes(self) -> None:
+        """The held writes become durable, in order."""
+        self.hold_writes = False
+        held, self.held = self.held, []
+        for out in held:
+            self.apply(out)
 
     def send(self, api: int, version: int, request: dict, label: str = "", client_id: str = "client") -> Token:
         token = Token(next(self._tokens), label or str(api))

@@ -178,3 +178,48 @@ def test_a_thousand_members_rebalance_in_one_pass():
     h.sync("big", 1, ids[0], {m: b"a" for m in ids})
     assert all(h[t]["assignment"] == b"a" for t in syncs)
     assert h.state("big") == "Stable"
+
+
+def test_a_follower_syncing_while_the_assignment_is_being_written_waits_for_it_to_be_durable():
+    """Kafka's rule: no SyncGroup answer carries an assignment before the group metadata record is durable,
+    also for a follower whose SyncGroup arrives after the leader's but before the fsync."""
+    h = Harness(group_initial_rebalance_delay_ms=0)
+    a, alpha = h.join_new("g", client_id="alpha")
+    h.settle(a)
+    b = h.join("g", client_id="beta")
+    beta = h[b]["member_id"]
+    jb = h.join("g", beta, client_id="beta")   # a rebalance: alpha must rejoin
+    ja = h.join("g", alpha, client_id="alpha")
+    gen = h[ja]["generation_id"]
+    assert h[jb]["generation_id"] == gen and h.state("g") == "CompletingRebalance"
+    h.hold_writes = True                        # the fsync has not returned yet
+    sa = h.sync("g", gen, alpha, {alpha: b"A", beta: b"B"})
+    sb = h.sync("g", gen, beta)                 # arrives during the write
+    assert not h.answered(sa) and not h.answered(sb)
+    hb = h.heartbeat("g", gen, beta)            # heartbeats are fine meanwhile
+    assert h.error(hb) == Err.NONE
+    h.release_writes()                          # durable: both answered, with their assignments
+    assert (h.error(sa), h[sa]["assignment"]) == (Err.NONE, b"A")
+    assert (h.error(sb), h[sb]["assignment"]) == (Err.NONE, b"B")
+
+
+def test_a_rebalance_during_the_assignment_write_sends_the_waiting_follower_back_to_join():
+    h = Harness(group_initial_rebalance_delay_ms=0)
+    a, alpha = h.join_new("g", client_id="alpha")
+    h.settle(a)
+    b = h.join("g", client_id="beta")
+    beta = h[b]["member_id"]
+    jb = h.join("g", beta, client_id="beta")
+    ja = h.join("g", alpha, client_id="alpha")
+    gen = h[ja]["generation_id"]
+    h.hold_writes = True
+    sa = h.sync("g", gen, alpha, {alpha: b"A", beta: b"B"})
+    sb = h.sync("g", gen, beta)
+    c = h.join("g", client_id="gamma")          # a third member: member id required, no rebalance yet
+    gamma = h[c]["member_id"]
+    h.join("g", gamma, client_id="gamma")       # now a rebalance starts while the write is pending
+    assert h.error(sb) == Err.REBALANCE_IN_PROGRESS
+    assert h.state("g") == "PreparingRebalance"
+    h.release_writes()                          # the leader still learns its generation's assignment
+    assert (h.error(sa), h[sa]["assignment"]) == (Err.NONE, b"A")
+    assert jb in h.responses

@@ -16,10 +16,11 @@ import threading
 import time
 from pathlib import Path
 
+from server_process import ServerProcess  # type: ignore[import-not-found]
+
 from protocol import codec
 from protocol.errors import ErrorCode
 from protocol.record_batch import build_batch, iter_records
-from server_process import ServerProcess  # type: ignore[import-not-found]
 
 TOPIC = "fp-topic"
 
