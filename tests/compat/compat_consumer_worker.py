@@ -109,12 +109,37 @@ def run_confluent(bootstrap: str, topic: str, group: str) -> None:
     c.close()
 
 
+def run_ours(bootstrap: str, topic: str, group: str) -> None:
+    from client import Consumer
+    from client.errors import KafkaError
+
+    c = Consumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                 enable_auto_commit=False, session_timeout_ms=3000, heartbeat_interval_ms=500,
+                 max_poll_records=50, client_id="compat-ours")
+    c.subscribe([topic])
+    while not stopping:
+        batch = c.poll(200)
+        for tp, recs in batch.items():
+            for r in recs:
+                emit(tp.partition, r.offset, r.key)
+        if batch:
+            try:
+                c.commit()
+            except KafkaError as e:  # e.g. CommitFailedError after a rebalance: the next owner re-reads
+                print(f"commit failed: {e!r}", flush=True)
+    try:
+        c.commit()
+    except KafkaError as e:
+        print(f"commit failed: {e!r}", flush=True)
+    c.close()
+
+
 def main() -> None:
     client, bootstrap, topic, group = sys.argv[1:5]
     # group-protocol progress goes to stderr, which the test shows when it fails
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for name in ("kafka.coordinator", "aiokafka.consumer.group_coordinator"):
+    for name in ("kafka.coordinator", "aiokafka.consumer.group_coordinator", "client.member", "client.consumer"):
         logging.getLogger(name).setLevel(logging.INFO)
     signal.signal(signal.SIGTERM, _on_term)
     if client == "kafka-python":
@@ -123,6 +148,8 @@ def main() -> None:
         asyncio.run(_aiokafka(bootstrap, topic, group))
     elif client == "confluent":
         run_confluent(bootstrap, topic, group)
+    elif client == "ours":
+        run_ours(bootstrap, topic, group)
     else:
         raise SystemExit(f"unknown client {client}")
 
