@@ -120,9 +120,9 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     io.write(b"\x00\x00\x00\x00")
     H.write_response_header(io, correlation_id, H.response_header_flexible(api_key, codec.flexible))
     codec.encode_into(io, body)
-    buf = io.getbuffer()
-    _SIZE.pack_into(buf, 0, len(buf) - 4)
-    del buf
+    size = io.tell() - 4
+    io.seek(0)
+    io.write(_SIZE.pack(size))
     return io.getvalue()
 
 
@@ -133,9 +133,9 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     io.write(b"\x00\x00\x00\x00")
     H.write_request_header(io, H.RequestHeader(api_key, version, correlation_id, client_id), codec.flexible)
     codec.encode_into(io, body)
-    buf = io.getbuffer()
-    _SIZE.pack_into(buf, 0, len(buf) - 4)
-    del buf
+    size = io.tell() - 4
+    io.seek(0)
+    io.write(_SIZE.pack(size))
     return io.getvalue()
 
 

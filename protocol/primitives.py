@@ -42,7 +42,11 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def remaining(io: BytesIO) -> int:
-    return io.getbuffer().nbytes - io.tell()
+    # seek to the end and back: far cheaper than exporting a buffer (getbuffer) on every array header
+    pos = io.tell()
+    end = io.seek(0, 2)
+    io.seek(pos)
+    return end - pos
 
 
 def read_exact(io: BytesIO, n: int) -> bytes:

@@ -237,7 +237,8 @@ class GroupService:
                 if commits:
                     self.broker.metrics.offset_commits.inc(commits)
                 self._release(outcome.completions)
-                self.apply(after)
+                if after.records or after.completions:
+                    self.apply(after)
 
         for shard, items in per_shard.items():
             try:
