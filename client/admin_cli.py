@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from client.admin import AdminClient, NewTopic
 from client.cluster import Cluster
@@ -123,9 +124,9 @@ def _parse_time(text: str) -> int:
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise SystemExit(f"groupcoord: --to-datetime wants an ISO time like 2026-11-21T10:00:00, got {text!r}")
+        raise SystemExit(f"groupcoord: --to-datetime wants an ISO time like 2026-11-21T10:00:00, got {text!r}") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
 
 
@@ -266,4 +267,4 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-__all__ = ["add_parsers", "run", "table", "list_offsets", "ErrorCode"]
+__all__ = ["ErrorCode", "add_parsers", "list_offsets", "run", "table"]

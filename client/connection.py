@@ -26,7 +26,7 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
 from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, UnsupportedVersionError
 from protocol import codec
@@ -40,7 +40,7 @@ API_VERSIONS = 18
 CLIENT_SOFTWARE_NAME = "groupcoord-python"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
-Body = Union[dict[str, Any], Callable[[int], dict[str, Any]]]
+Body = dict[str, Any] | Callable[[int], dict[str, Any]]
 
 
 class ResponseFuture:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 ENV_PREFIX = "GROUPCOORD_"
 
@@ -112,7 +113,7 @@ def coerce(name: str, raw: Any, source: str) -> Any:
             else:
                 raise ValueError(f"expected true or false, got {raw!r}")
         elif key.type is int:
-            if isinstance(raw, bool) or isinstance(raw, float):
+            if isinstance(raw, (bool, float)):
                 raise ValueError(f"expected an integer, got {raw!r}")
             value = int(raw)
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from io import BytesIO
 from typing import Any
 
@@ -75,7 +75,7 @@ def schema_for(api_key: int) -> ApiSchema | None:
     return ALL.get(api_key)
 
 
-@lru_cache(maxsize=None)
+@cache
 def codec_for(api_key: int, version: int, is_request: bool) -> MessageCodec:
     schema = ALL[api_key]
     if not schema.supports(version):

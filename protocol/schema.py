@@ -16,7 +16,8 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 PRIMITIVES = frozenset(
@@ -67,7 +68,7 @@ class Field:
     about: str = ""
 
     def __post_init__(self) -> None:
-        base = self.type[2:] if self.type.startswith("[]") else self.type
+        base = self.type.removeprefix("[]")
         if base not in PRIMITIVES and base not in ("", "struct"):
             raise ValueError(f"field {self.name}: unknown type {self.type!r}")
         if self.is_struct_like and not self.fields:

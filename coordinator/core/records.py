@@ -233,12 +233,12 @@ def decode_offset_value(value: bytes) -> OffsetCommitValue:
                 return _new_value(OffsetCommitValue, (offset, epoch, "", commit_ts, None))
         if value[:2] == b"\x00\x03":
             _, offset, epoch, n = _HQIH.unpack_from(value)
-            if 0 <= n and 24 + n == size:
+            if n >= 0 and 24 + n == size:
                 return _new_value(OffsetCommitValue, (offset, epoch, value[16:16 + n].decode(),
                                                       _Q.unpack_from(value, 16 + n)[0], None))
         elif value[:2] in (b"\x00\x00", b"\x00\x02", b"\x00\x01"):
             version, offset, n = _HQH.unpack_from(value)
-            if 0 <= n and (20 if version != 1 else 28) + n == size:
+            if n >= 0 and (20 if version != 1 else 28) + n == size:
                 commit_ts, expire_ts = _QQ.unpack_from(value, 12 + n) if version == 1 else (
                     _Q.unpack_from(value, 12 + n)[0], None)
                 metadata = value[12:12 + n].decode()

@@ -22,11 +22,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from client.consumer import NoRecords
 from conftest import Broker  # type: ignore[import-not-found]
 
 from client import AdminClient, Consumer, ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
+from client.consumer import NoRecords
 from client.errors import CommitFailedError, KafkaError
 
 REQUIRED_APIS = {10: "FindCoordinator", 11: "JoinGroup", 14: "SyncGroup", 12: "Heartbeat", 13: "LeaveGroup",

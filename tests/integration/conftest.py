@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from server_process import ServerProcess  # noqa: E402
+from server_process import ServerProcess
 
 
 @pytest.fixture

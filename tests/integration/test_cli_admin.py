@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 from kafka import KafkaConsumer, KafkaProducer
-
 from server_process import REPO, ServerProcess  # type: ignore[import-not-found]
 
 

@@ -8,10 +8,10 @@ import struct
 import subprocess
 
 import pytest
+from server_process import ServerProcess, raw_exchange  # type: ignore[import-not-found]
 
 from protocol import codec
 from protocol.errors import ErrorCode
-from server_process import ServerProcess, raw_exchange  # type: ignore[import-not-found]
 
 
 def test_kcat_lists_the_broker(server: ServerProcess) -> None:

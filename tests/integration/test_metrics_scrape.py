@@ -7,7 +7,6 @@ import subprocess
 import urllib.request
 
 from kafka.admin import KafkaAdminClient
-
 from server_process import ServerProcess  # type: ignore[import-not-found]
 
 

@@ -7,11 +7,10 @@ from io import BytesIO
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import body as body_strategy  # type: ignore[import-not-found]
 
 from protocol import codec
 from protocol.messages import ALL
-
-from strategies import body as body_strategy  # type: ignore[import-not-found]
 
 CASES = [
     (key, v, is_req)
@@ -56,7 +55,7 @@ def test_missing_fields_encode_as_defaults() -> None:
 
 def test_whole_frames_roundtrip_with_headers() -> None:
     req = {"group_id": "g", "generation_id": 3, "member_id": "m", "group_instance_id": None}
-    for version in range(0, 5):
+    for version in range(5):
         frame = codec.encode_request(12, version, 99, "client-a", req)
         assert int.from_bytes(frame[:4], "big") == len(frame) - 4
         parsed = codec.decode_request(frame[4:])

@@ -9,7 +9,8 @@ from io import BytesIO
 
 import pytest
 
-from protocol import codec, primitives as P
+from protocol import codec
+from protocol import primitives as P
 from protocol.errors import ProtocolError
 from protocol.framing import FrameReader, FrameTooLarge
 from protocol.messages import ALL
