@@ -48,15 +48,8 @@ def _validate_member(group: Group, member_id: str, instance_id: str | None, gene
 
 def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
                 client_id: str = "", client_host: str = "") -> None:
-    group_id, member_id = req["group_id"], req["member_id"]
-    error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
-    if error is Err.COORDINATOR_LOAD_IN_PROGRESS:
-        error = Err.REBALANCE_IN_PROGRESS
-    group = None if error is not None else env.group(group_id)
-    if error is None and group is None:
-        error = Err.UNKNOWN_MEMBER_ID
-    if error is None:
-        error = _validate_member(group, member_id, req.get("group_instance_id"), req["generation_id"])
+    member_id = req["member_id"]
+    group, error = _member_request(env, req, while_loading=Err.REBALANCE_IN_PROGRESS)
     if error is None:
         ptype, pname = req.get("protocol_type"), req.get("protocol_name")
         if (ptype is not None and ptype != group.protocol_type) or (pname is not None and pname != group.protocol_name):
@@ -82,6 +75,21 @@ def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
     if group.is_leader(member_id):
         assignment = {a["member_id"]: a["assignment"] for a in req.get("assignments") or ()}
         _store_and_propagate(env, fx, group, assignment)
+
+
+def _member_request(env: Env, req: dict, while_loading: Err) -> tuple[Group | None, Err | None]:
+    """The group and the first error of a member's SyncGroup/Heartbeat (generation, member id, instance id);
+    ``while_loading`` is what a loading shard answers (Kafka: 0 for Heartbeat, 27 for SyncGroup)."""
+    group_id = req["group_id"]
+    error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
+    if error is Err.COORDINATOR_LOAD_IN_PROGRESS:
+        return None, while_loading
+    group = None if error is not None else env.group(group_id)
+    if error is None and group is None:
+        error = Err.UNKNOWN_MEMBER_ID
+    if error is None:
+        error = _validate_member(group, req["member_id"], req.get("group_instance_id"), req["generation_id"])
+    return group, error
 
 
 def _synced(env: Env, group: Group, member_id: str) -> None:
@@ -126,15 +134,8 @@ def _store_and_propagate(env: Env, fx: Effects, group: Group, assignment: dict[s
 
 def handle_heartbeat(env: Env, fx: Effects, version: int, req: dict, token: object,
                      client_id: str = "", client_host: str = "") -> None:
-    group_id, member_id = req["group_id"], req["member_id"]
-    error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
-    if error is Err.COORDINATOR_LOAD_IN_PROGRESS:
-        error = Err.NONE
-    group = None if error is not None else env.group(group_id)
-    if error is None and group is None:
-        error = Err.UNKNOWN_MEMBER_ID
-    if error is None:
-        error = _validate_member(group, member_id, req.get("group_instance_id"), req["generation_id"])
+    member_id = req["member_id"]
+    group, error = _member_request(env, req, while_loading=Err.NONE)
     if error is None:
         if group.state is EMPTY:
             error = Err.UNKNOWN_MEMBER_ID
