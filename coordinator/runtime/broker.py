@@ -30,7 +30,7 @@ from coordinator.storage.errors import StorageError
 from coordinator.storage.manager import LogManager
 from coordinator.storage_errors import StartupError
 from protocol.codec import Request
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import ALL
 
 if TYPE_CHECKING:
@@ -147,16 +147,16 @@ class Broker:
         handler = self.handlers.get(request.api_key)
         self.metrics.request_started(request.api_key)
         if handler is None:  # declared but not served: clients only send what ApiVersions advertised
-            log.warning("no handler for api %s from %s; closing", request.api_key, slot.conn.peer)
-            slot.conn.closed = True
             slot.complete(None)
-            return
+            raise ProtocolError(f"api {request.api_key} is declared but not served")
         try:
             handler(request, slot)
         except Exception:
             log.exception("handler for api %s v%s failed", request.api_key, request.version)
             self.metrics.protocol_error("handler_bug")
             slot.complete(None)
+            # the client would wait forever for this correlation id: close its connection instead
+            raise ProtocolError(f"internal error serving api {request.api_key}") from None
 
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)

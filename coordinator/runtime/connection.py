@@ -95,20 +95,24 @@ class Connection:
 
     async def _read_loop(self) -> None:
         while True:
-            while len(self.slots) >= self.max_inflight:
-                self._room = trio.Event()
-                await self._room.wait()
             data = await self.stream.receive_some(65536)
             if not data:
                 return
             self.reader.feed(data)
-            try:
-                while (payload := self.reader.next_frame()) is not None:
+            while True:
+                # the cap holds per frame: one read may carry thousands of small requests
+                while len(self.slots) >= self.max_inflight:
+                    self._room = trio.Event()
+                    await self._room.wait()
+                try:
+                    payload = self.reader.next_frame()
+                    if payload is None:
+                        break
                     self._dispatch(payload)
-            except ProtocolError as e:
-                self.broker.metrics.protocol_error(type(e).__name__)
-                log.warning("closing connection %s (client %s): %s", self.peer, self.client_id, e)
-                return
+                except ProtocolError as e:
+                    self.broker.metrics.protocol_error(type(e).__name__)
+                    log.warning("closing connection %s (client %s): %s", self.peer, self.client_id, e)
+                    return
 
     def _dispatch(self, payload: bytes) -> None:
         now = trio.current_time()
@@ -132,15 +136,16 @@ class Connection:
             await self._wake.wait()
             self._wake = trio.Event()
             out = []
+            popped = False
             while self.slots and self.slots[0].done:
                 slot = self.slots.popleft()
+                popped = True
                 if slot.frame is not None:
                     out.append(slot.frame)
                 self.broker.metrics.request_done(slot.api_key, trio.current_time() - slot.started)
+            if popped:
+                self._room.set()
             if out:
-                self._room.set()
                 await self.stream.send_all(b"".join(out) if len(out) > 1 else out[0])
-            elif self.slots is not None:
-                self._room.set()
             if self.closed and (not self.slots or not self.slots[0].done):
                 return

@@ -1,0 +1,83 @@
+"""Connection rules, over an in-memory stream: the in-flight cap holds per frame, a handler bug closes the
+connection (never leaves a client waiting for an answer that will not come)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from coordinator.config import Config
+from coordinator.metrics import Metrics
+from coordinator.runtime.broker import Broker
+from coordinator.runtime.connection import Connection
+from protocol import codec
+from protocol.errors import ProtocolError
+
+
+class HoldingBroker:
+    """Keeps every slot open until told to answer; records how many were open at once."""
+
+    def __init__(self, max_inflight: int) -> None:
+        self.config = Config({"max.inflight.requests.per.connection": max_inflight})
+        self.metrics = Metrics()
+        self.held: list = []
+        self.most_open = 0
+
+    def handle(self, request, slot) -> None:  # type: ignore[no-untyped-def]
+        self.held.append(slot)
+        self.most_open = max(self.most_open, len(slot.conn.slots))
+
+    def connection_closed(self, conn) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def answer_all(self) -> None:
+        held, self.held = self.held, []
+        for slot in held:
+            slot.complete({"error_code": 0, "api_keys": []})
+
+
+async def test_the_inflight_cap_holds_when_one_read_carries_many_requests() -> None:
+    client, server = trio.testing.memory_stream_pair()
+    broker = HoldingBroker(max_inflight=4)
+    conn = Connection(server, broker, "127.0.0.1:1")  # type: ignore[arg-type]
+    frames = b"".join(codec.encode_request(18, 0, i, "t", {}) for i in range(40))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.run)
+        await client.send_all(frames)  # 40 requests in one write
+        got = 0
+        buf = b""
+        while got < 40:
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(broker.held) <= 4
+            broker.answer_all()
+            with trio.move_on_after(1):
+                buf += await client.receive_some(65536)
+            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+                n = int.from_bytes(buf[:4], "big")
+                assert codec.decode_response(18, 0, buf[4:4 + n])[0] == got  # in order
+                buf = buf[4 + n:]
+                got += 1
+        await client.aclose()
+    assert broker.most_open == 4
+
+
+def test_a_handler_bug_becomes_a_protocol_error_that_closes_the_connection() -> None:
+    broker = Broker(Config({}), Metrics())
+
+    def broken(request, slot) -> None:  # type: ignore[no-untyped-def]
+        raise KeyError("bug")
+
+    broker.handlers[18] = broken
+
+    class FakeSlot:
+        done = False
+
+        def complete(self, body) -> None:  # type: ignore[no-untyped-def]
+            self.done = True
+
+    slot = FakeSlot()
+    request = codec.decode_request(codec.encode_request(18, 0, 1, "t", {})[4:])
+    with pytest.raises(ProtocolError, match="internal error"):
+        broker.handle(request, slot)  # type: ignore[arg-type]
+    assert slot.done
