@@ -65,17 +65,19 @@ class TopicService:
         self.commit = commit
         self.hw_advanced = trio.Event()
         self._next_producer_id = int(time.time() * 1000) << 8
+        # topic -> partition count: scanned once, then kept by create()/delete() (per-request lookups)
+        self._counts: dict[str, int] = {}
+        for topic, part in logs.partitions():
+            if not topic.startswith("__"):
+                self._counts[topic] = max(self._counts.get(topic, 0), part + 1)
 
     # ---------------------------------------------------------------- catalogue
     def topics(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for topic, part in self.logs.partitions():
-            if not topic.startswith("__"):
-                counts[topic] = max(counts.get(topic, 0), part + 1)
-        return counts
+        """A copy of the catalogue (callers may edit it)."""
+        return dict(self._counts)
 
     def partition_count(self, name: str) -> int | None:
-        return self.topics().get(name)
+        return self._counts.get(name)
 
     def log_config(self) -> LogConfig:
         return user_topic_log_config(self.config)
@@ -84,6 +86,12 @@ class TopicService:
         for p in range(partitions):
             if self.logs.get(name, p) is None:
                 self.logs.create(name, p, self.log_config())
+                self._counts[name] = max(self._counts.get(name, 0), p + 1)
+
+    def delete(self, name: str) -> None:
+        count = self._counts.pop(name, 0)
+        for p in range(count):
+            self.logs.delete(name, p)
 
     def auto_create(self, name: str) -> bool:
         if not self.config["auto.create.topics.enable"] or not valid_topic_name(name) or name.startswith("__"):
@@ -138,8 +146,7 @@ class TopicService:
                 res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 try:
-                    for p in range(existing[name]):
-                        self.logs.delete(name, p)
+                    self.delete(name)
                 except StorageError as e:
                     log.error("deleting topic %s failed: %s", name, e)
                     res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
