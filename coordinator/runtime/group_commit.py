@@ -65,9 +65,9 @@ class GroupCommit:
 
     def when_durable(self, plog: PartitionLog, last_offset: int, callback: Callback) -> None:
         if plog.offline:
-            callback(LogOfflineError(f"partition log {plog.directory} is offline"))
+            _call(callback, LogOfflineError(f"partition log {plog.directory} is offline"))
         elif plog.recovery_point > last_offset:
-            callback(None)
+            _call(callback, None)
         else:
             self._waiters.append((plog, last_offset, callback))
             self._kick.set()
@@ -90,7 +90,7 @@ class GroupCommit:
                 info = self.append(plog, [build_batch([(k, v, (), now) for k, v in records])])
             except (StorageError, OSError) as e:
                 for cb in callbacks:
-                    cb(e if isinstance(e, StorageError) else LogOfflineError(str(e)))
+                    _call(cb, e if isinstance(e, StorageError) else LogOfflineError(str(e)))
                 continue
             for cb in callbacks:
                 self.when_durable(plog, info.last_offset, cb)
@@ -117,13 +117,21 @@ class GroupCommit:
         for plog, last, cb in waiters:
             outcome = results.get(plog)
             if isinstance(outcome, Exception):
-                cb(outcome)
+                _call(cb, outcome)
             elif outcome is not None and outcome > last:
-                cb(None)
+                _call(cb, None)
             else:
                 self._waiters.append((plog, last, cb))  # appended after the fsync began: next round
         if self._waiters:
             self._kick.set()
+
+
+def _call(callback: Callback, error: Exception | None) -> None:
+    """A failing callback (a bug where it releases responses) is logged; it never stops the flusher."""
+    try:
+        callback(error)
+    except Exception:
+        log.exception("a durability callback failed")
 
 
 def _flush(plog: PartitionLog) -> int | Exception:

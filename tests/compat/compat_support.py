@@ -18,13 +18,14 @@ from __future__ import annotations
 import itertools
 import signal
 import socket
-import struct
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO
+
+from server_process import read_frame  # type: ignore[import-not-found]  # tests/integration, on sys.path
 
 from protocol import codec
 from protocol.record_batch import Compression, iter_records, parse_header, split_batches
@@ -44,20 +45,12 @@ def call(port: int, api_key: int, version: int, body: dict, timeout: float = 10.
     frame = codec.encode_request(api_key, version, corr, "compat-check", body)
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(frame)
-        (size,) = struct.unpack(">i", _recv(s, 4))
-        got, resp = codec.decode_response(api_key, version, _recv(s, size))
+        payload = read_frame(s)
+    if payload is None:
+        raise ConnectionError("server closed the connection")
+    got, resp = codec.decode_response(api_key, version, payload)
     assert got == corr
     return resp
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("server closed the connection")
-        out += chunk
-    return out
 
 
 def partition_count(port: int, topic: str) -> int:

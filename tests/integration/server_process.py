@@ -85,21 +85,25 @@ def raw_exchange(port: int, frame: bytes, timeout: float = 5.0) -> bytes:
     """Send bytes, return the first response frame's payload, or b'' if the server closed the connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(frame)
-        head = _recv_exact(s, 4)
-        if len(head) < 4:
-            return b""
-        (size,) = struct.unpack(">i", head)
-        return _recv_exact(s, size)
+        return read_frame(s) or b""
 
 
-def _recv_exact(s: socket.socket, n: int) -> bytes:
+def read_frame(sock: socket.socket) -> bytes | None:
+    """The next response frame's payload, or None once the server closed (or reset) the connection."""
+    head = _recv_exact(sock, 4)
+    if head is None:
+        return None
+    return _recv_exact(sock, struct.unpack(">i", head)[0])
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     out = b""
     while len(out) < n:
         try:
-            chunk = s.recv(n - len(out))
-        except ConnectionResetError:
-            return out
+            chunk = sock.recv(n - len(out))
+        except OSError:
+            return None
         if not chunk:
-            return out
+            return None
         out += chunk
     return out

@@ -14,13 +14,12 @@ Stories:
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from server_process import ServerProcess, raw_exchange  # type: ignore[import-not-found]
+from server_process import ServerProcess, raw_exchange, read_frame  # type: ignore[import-not-found]
 
 from coordinator.core.sharding import partition_for
 from protocol import codec
@@ -50,23 +49,6 @@ def fetch_offsets(port: int, group: str, partitions: list[int]) -> dict[int, int
             return {p["partition_index"]: p["committed_offset"] for t in resp["topics"] for p in t["partitions"]}
         time.sleep(0.05)
     raise AssertionError(f"group {group} never finished loading")
-
-
-def read_frame(sock: socket.socket) -> bytes | None:
-    def exact(n: int) -> bytes | None:
-        out = b""
-        while len(out) < n:
-            try:
-                chunk = sock.recv(n - len(out))
-            except OSError:
-                return None
-            if not chunk:
-                return None
-            out += chunk
-        return out
-
-    head = exact(4)
-    return None if head is None else exact(struct.unpack(">i", head)[0])
 
 
 class CommitStream:
