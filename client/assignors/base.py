@@ -86,9 +86,8 @@ def to_assignments(
 
 
 class AbstractAssignor:
-    """Base for assignors that need no user data and keep no state between rebalances.
-
-    Subclasses set ``name`` and implement ``assign_partitions`` (member -> list of (topic, partition)).
+    """Base for assignors: subclasses set ``name`` and implement ``assign_partitions`` (member -> list of
+    (topic, partition)); stateful ones (sticky) also override ``subscription_user_data``/``on_assignment``.
     """
 
     name: ClassVar[str] = ""

@@ -37,6 +37,7 @@ from typing import ClassVar
 from client.assignors.base import (
     COOPERATIVE,
     EAGER,
+    AbstractAssignor,
     PartitionRacks,
     RebalanceProtocol,
     sorted_members,
@@ -169,7 +170,7 @@ def hold_back_transfers(
     return result
 
 
-class StickyAssignor:
+class StickyAssignor(AbstractAssignor):
     """Eager sticky assignor: balanced, and as close to the previous assignment as balance allows."""
 
     name: ClassVar[str] = "sticky"
@@ -199,7 +200,7 @@ class StickyAssignor:
         gen = sub.generation_id if sub.version >= 2 and sub.generation_id >= 0 else None
         return MemberData(tuple(sub.owned_partitions), gen)
 
-    def placement(
+    def assign_partitions(
         self,
         cluster_partitions: Mapping[str, int],
         subscriptions: Mapping[str, Subscription],
@@ -212,14 +213,6 @@ class StickyAssignor:
         owned = valid_previous_owners(data, subscribed, cluster_partitions)
         racks = {m: r for m in members if (r := subscriptions[m].rack_id) is not None} if self.rack_aware else None
         return sticky_assign(cluster_partitions, subscribed, owned, members, racks, partition_racks)
-
-    def assign(
-        self,
-        cluster_partitions: Mapping[str, int],
-        subscriptions: Mapping[str, Subscription],
-        partition_racks: PartitionRacks | None = None,
-    ) -> dict[str, Assignment]:
-        return to_assignments(self.placement(cluster_partitions, subscriptions, partition_racks), subscriptions)
 
 
 class CooperativeStickyAssignor(StickyAssignor):
@@ -253,6 +246,6 @@ class CooperativeStickyAssignor(StickyAssignor):
         subscriptions: Mapping[str, Subscription],
         partition_racks: PartitionRacks | None = None,
     ) -> dict[str, Assignment]:
-        ideal = self.placement(cluster_partitions, subscriptions, partition_racks)
+        ideal = self.assign_partitions(cluster_partitions, subscriptions, partition_racks)
         declared = {m: s.owned_partitions for m, s in subscriptions.items()}
         return to_assignments(hold_back_transfers(ideal, declared), subscriptions)
