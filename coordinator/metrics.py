@@ -6,14 +6,19 @@ Rules:
   ids, client ids), so a client cannot grow the label set.
 - Gauges that describe groups are computed at scrape time from a callback the runtime installs, so the
   request path pays nothing for them.
+- Request counts and latency histograms are plain per-API integer lists on the request path (one dict
+  lookup, one bisect, two adds: prometheus-client's locked children cost more than a whole hot-path
+  request) and are exported at scrape time, from a copy, with +Inf equal to the count of observations.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 from protocol.messages import ALL
 
@@ -39,12 +44,44 @@ class _GroupCollector:
                                 value=self.members() if self.members else 0)
 
 
+class _RequestCollector:
+    """``groupcoord_requests_total`` and ``groupcoord_request_latency_seconds``, by API."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, int] = {}
+        self.latency: dict[int, list[float]] = {}  # per API: one count per bucket (+Inf last), then the sum
+        self._bounds = [floatToGoString(b) for b in _LATENCY_BUCKETS] + ["+Inf"]
+
+    def observe(self, api_key: int, seconds: float, n: int = 1) -> None:
+        row = self.latency.get(api_key)
+        if row is None:
+            row = self.latency[api_key] = [0] * (len(_LATENCY_BUCKETS) + 2)
+        row[bisect_left(_LATENCY_BUCKETS, seconds)] += n
+        row[-1] += seconds * n
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        started = sorted(dict(self.started).items())  # copies: the trio thread keeps counting meanwhile
+        rows = sorted((k, list(v)) for k, v in dict(self.latency).items())
+        c = CounterMetricFamily("groupcoord_requests", "Requests handled, by API.", labels=["api"])
+        for api_key, n in started:
+            c.add_metric([api_name(api_key)], n)
+        yield c
+        h = HistogramMetricFamily("groupcoord_request_latency_seconds", "Time from request read to response "
+                                  "ready, by API.", labels=["api"])
+        for api_key, row in rows:
+            cumulative, buckets = 0, []
+            for bound, n in zip(self._bounds, row[:-1], strict=True):
+                cumulative += n
+                buckets.append((bound, cumulative))
+            h.add_metric([api_name(api_key)], buckets, sum_value=row[-1])
+        yield h
+
+
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.requests = Counter("groupcoord_requests", "Requests handled, by API.", ["api"], registry=r)
-        self.latency = Histogram("groupcoord_request_latency_seconds", "Time from request read to response "
-                                 "ready, by API.", ["api"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.requests = _RequestCollector()
+        r.register(self.requests)  # type: ignore[arg-type]
         self.errors = Counter("groupcoord_protocol_errors", "Connections closed for protocol violations, by "
                               "kind.", ["kind"], registry=r)
         self.connections = Gauge("groupcoord_connections", "Open client connections.", registry=r)
@@ -62,20 +99,14 @@ class Metrics:
         self.groups = _GroupCollector()
         r.register(self.groups)  # type: ignore[arg-type]
         self._http = None
-        self._by_api: dict[int, tuple[Counter, Histogram]] = {}  # labelled children, looked up once
 
-    def _children(self, api_key: int) -> tuple[Counter, Histogram]:
-        children = self._by_api.get(api_key)
-        if children is None:
-            name = api_name(api_key)
-            children = self._by_api[api_key] = (self.requests.labels(name), self.latency.labels(name))
-        return children
+    def request_started(self, api_key: int, n: int = 1) -> None:
+        started = self.requests.started
+        started[api_key] = started.get(api_key, 0) + n
 
-    def request_started(self, api_key: int) -> None:
-        self._children(api_key)[0].inc()
-
-    def request_done(self, api_key: int, seconds: float) -> None:
-        self._children(api_key)[1].observe(seconds)
+    def request_done(self, api_key: int, seconds: float, n: int = 1) -> None:
+        """``n`` requests of ``api_key`` each took ``seconds`` from read to response ready."""
+        self.requests.observe(api_key, seconds, n)
 
     def protocol_error(self, kind: str) -> None:
         self.errors.labels(kind).inc()

@@ -30,7 +30,7 @@ from .errors import Err
 from .group import DEAD, STABLE
 from .join import handle_join
 from .member import DROPPED
-from .membership import handle_heartbeat, handle_leave, handle_sync
+from .membership import handle_heartbeat, handle_leave, handle_sync, heartbeat
 from .offsets import expire_offsets, handle_offset_commit, handle_offset_fetch
 from .outcome import Effects, Outcome, Record
 from .rebalance import fence_parked, on_join_timer, on_member_timer, on_sync_timer, schedule_heartbeat
@@ -110,6 +110,19 @@ class Coordinator:
         handler(self._env, fx, version, request, token, client_id, client_host)
         self._fire_due(fx)
         return self._finish(fx)
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                  now_ms: int) -> int | None:
+        """A Heartbeat's error code, without the request dict, token and Outcome of ``handle`` (the hot
+        path). None when a timer is due: then ``handle`` must serve it, since it fires due timers too."""
+        heap = self._env.timers.heap
+        if heap and heap[0][0] <= now_ms:
+            return None  # a timer may be due (or a stale entry waits to be dropped)
+        return heartbeat(self._env, now_ms, group_id, generation, member_id, instance_id)
+
+    def deadline_lower_bound(self) -> int | None:
+        """O(1): never later than ``next_deadline()``; None when no timer is queued."""
+        return self._env.timers.lower_bound()
 
     def on_timers(self, now_ms: int) -> Outcome:
         fx = Effects(now_ms)

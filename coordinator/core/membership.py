@@ -32,6 +32,9 @@ from .rebalance import (
     try_complete_join,
 )
 from .responses import error_response, leave_response, sync_response
+from .shard import ShardStatus
+
+_ACTIVE, _LOADING = ShardStatus.ACTIVE, ShardStatus.LOADING
 
 
 def _validate_member(group: Group, member_id: str, instance_id: str | None, generation: int) -> Err | None:
@@ -80,16 +83,22 @@ def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
 def _member_request(env: Env, req: dict, while_loading: Err) -> tuple[Group | None, Err | None]:
     """The group and the first error of a member's SyncGroup/Heartbeat (generation, member id, instance id);
     ``while_loading`` is what a loading shard answers (Kafka: 0 for Heartbeat, 27 for SyncGroup)."""
-    group_id = req["group_id"]
-    error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
-    if error is Err.COORDINATOR_LOAD_IN_PROGRESS:
-        return None, while_loading
-    group = None if error is not None else env.group(group_id)
-    if error is None and group is None:
-        error = Err.UNKNOWN_MEMBER_ID
-    if error is None:
-        error = _validate_member(group, req["member_id"], req.get("group_instance_id"), req["generation_id"])
-    return group, error
+    return _member_lookup(env, req["group_id"], req["member_id"], req.get("group_instance_id"),
+                          req["generation_id"], while_loading)
+
+
+def _member_lookup(env: Env, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                   while_loading: Err) -> tuple[Group | None, Err | None]:
+    if not group_id:
+        return None, Err.INVALID_GROUP_ID
+    shard = env.shard_of(group_id)
+    status = shard.status
+    if status is not _ACTIVE:
+        return None, while_loading if status is _LOADING else Err.NOT_COORDINATOR
+    group = shard.groups.get(group_id)
+    if group is None:
+        return None, Err.UNKNOWN_MEMBER_ID
+    return group, _validate_member(group, member_id, instance_id, generation)
 
 
 def _synced(env: Env, group: Group, member_id: str) -> None:
@@ -134,15 +143,20 @@ def _store_and_propagate(env: Env, fx: Effects, group: Group, assignment: dict[s
 
 def handle_heartbeat(env: Env, fx: Effects, version: int, req: dict, token: object,
                      client_id: str = "", client_host: str = "") -> None:
-    member_id = req["member_id"]
-    group, error = _member_request(env, req, while_loading=Err.NONE)
-    if error is None:
-        if group.state is EMPTY:
-            error = Err.UNKNOWN_MEMBER_ID
-        else:
-            schedule_heartbeat(env, fx, group, group.members[member_id])
-            error = Err.REBALANCE_IN_PROGRESS if group.state is PREPARING else Err.NONE
-    fx.complete(token, error_response(error))
+    fx.complete(token, error_response(heartbeat(env, fx.now_ms, req["group_id"], req["generation_id"],
+                                                req["member_id"], req.get("group_instance_id"))))
+
+
+def heartbeat(env: Env, now_ms: int, group_id: str, generation: int, member_id: str,
+              instance_id: str | None) -> Err:
+    """The error a Heartbeat answers; a valid member of a non-Empty group has its session re-armed."""
+    group, error = _member_lookup(env, group_id, member_id, instance_id, generation, while_loading=Err.NONE)
+    if error is not None:
+        return error
+    if group.state is EMPTY:
+        return Err.UNKNOWN_MEMBER_ID
+    env.timers.schedule(("member", group_id, member_id), now_ms + group.members[member_id].session_timeout_ms)
+    return Err.REBALANCE_IN_PROGRESS if group.state is PREPARING else Err.NONE
 
 
 # ---------------------------------------------------------------- LeaveGroup

@@ -52,6 +52,8 @@ class Broker:
             18: self.handle_api_versions,
             3: self.handle_metadata,
         }
+        # api key -> hot handler: request payload -> whole response frame, or None for the generic path
+        self.hot: dict[int, Callable[[bytes], bytes | None]] = {}
         self.connections: set[Connection] = set()
         self.logs: LogManager | None = None
         self.groups: GroupService | None = None
@@ -74,6 +76,8 @@ class Broker:
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
         self.handlers[10] = self.groups.handle_find_coordinator
+        if self.config["hot.path.enable"]:
+            self.hot[12] = self.groups.hot_heartbeat
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
                               22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})

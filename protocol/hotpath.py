@@ -1,0 +1,179 @@
+"""Hand-written codecs for the most frequent request shapes (the hot path), beside the generic codec.
+
+Rules:
+- A hot decoder takes a request payload (the frame without its size) and returns the same values the
+  generic ``codec.decode_request`` would, or ``None`` when the frame is anything but the plain common
+  shape (tagged fields present, a length needing more than one varint byte, a truncated or malformed
+  field, invalid UTF-8, a version it does not know). ``None`` never means an error: the caller then takes
+  the generic path, which answers or rejects exactly as before. Trailing bytes are ignored, as the
+  generic decoder ignores them.
+- A hot encoder returns a whole response frame (size prefix included), byte-identical to
+  ``codec.encode_response`` for the same body; tests check both properties against the generic codec.
+- Pure functions over bytes, no I/O. ``HeartbeatDecoder`` adds one bounded memo: a member sends the same
+  Heartbeat bytes every time but for the correlation id, so the decode of the bytes after the correlation
+  id is remembered (frames under ``MEMO_MAX_FRAME`` bytes, at most ``MEMO_ENTRIES`` of them: a client
+  churning distinct frames costs it a cleared memo, never the server memory).
+"""
+
+from __future__ import annotations
+
+import struct
+
+_HDR = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+HEARTBEAT = 12
+
+# Heartbeat response frames, by version: size prefix and correlation id, then the body for an error code.
+_HB_V0 = struct.Struct(">iih")  # size 6: correlation_id, error_code
+_HB_V1 = struct.Struct(">iiih")  # size 10: correlation_id, throttle_time_ms, error_code
+_HB_V4 = struct.Struct(">iiBihB")  # size 12: correlation_id, header tags, throttle, error_code, body tags
+
+
+def request_ids(payload: bytes) -> tuple[int, int, int, int] | None:
+    """(api_key, api_version, correlation_id, offset of the header's end) of a request, or None.
+
+    The header end is after client_id for classic headers; for flexible headers the caller adds the
+    tagged-field section (only an empty one, a single 0 byte, is hot)."""
+    if len(payload) < 10:
+        return None
+    api_key, version, correlation_id, client_len = _HDR.unpack_from(payload, 0)
+    end = 10 + (client_len if client_len > 0 else 0)
+    if client_len < -1 or end > len(payload):
+        return None
+    return api_key, version, correlation_id, end
+
+
+def client_id(payload: bytes) -> str | None:
+    """The request header's client_id (None for a null one); only called on a payload that parsed."""
+    n = _I16.unpack_from(payload, 8)[0]
+    return None if n < 0 else payload[10:10 + n].decode("utf-8", "replace")
+
+
+def _classic_string(payload: bytes, pos: int, nullable: bool) -> tuple[str | None, int] | None:
+    if pos + 2 > len(payload):
+        return None
+    n = _I16.unpack_from(payload, pos)[0]
+    pos += 2
+    if n < 0:
+        return (None, pos) if n == -1 and nullable else None
+    end = pos + n
+    if end > len(payload):
+        return None
+    try:
+        return payload[pos:end].decode("utf-8"), end
+    except UnicodeDecodeError:
+        return None
+
+
+def decode_heartbeat(payload: bytes, version: int, pos: int) -> tuple[str, int, str, str | None] | None:
+    """(group_id, generation_id, member_id, group_instance_id) of a Heartbeat v0-4 request whose header
+    ends at ``pos`` (as ``request_ids`` gave it), or None."""
+    if version >= 4:  # compact strings, each length one varint byte (< 127 bytes), inlined: the hot shape
+        n = len(payload)
+        if version > 4 or pos + 8 > n or payload[pos] != 0:
+            return None
+        glen = payload[pos + 1] - 1
+        pos += 2
+        end = pos + glen
+        if glen < 0 or glen > 126 or end + 5 > n:
+            return None
+        mlen = payload[end + 4] - 1
+        mpos = end + 5
+        mend = mpos + mlen
+        if mlen < 0 or mlen > 126 or mend + 2 > n:
+            return None
+        ilen = payload[mend] - 1
+        if ilen > 126:
+            return None
+        iend = mend + 1 + ilen if ilen >= 0 else mend + 1
+        if iend >= n or payload[iend] != 0:
+            return None  # body tagged fields present (or missing): the generic path
+        try:
+            return (payload[pos:end].decode("utf-8"), _I32.unpack_from(payload, end)[0],
+                    payload[mpos:mend].decode("utf-8"),
+                    payload[mend + 1:iend].decode("utf-8") if ilen >= 0 else None)
+        except UnicodeDecodeError:
+            return None
+    if version < 0:
+        return None
+    r = _classic_string(payload, pos, False)
+    if r is None:
+        return None
+    group_id, pos = r
+    if pos + 4 > len(payload):
+        return None
+    generation = _I32.unpack_from(payload, pos)[0]
+    r = _classic_string(payload, pos + 4, False)
+    if r is None:
+        return None
+    member_id, pos = r
+    instance_id = None
+    if version >= 3:
+        r = _classic_string(payload, pos, True)
+        if r is None:
+            return None
+        instance_id, pos = r
+    return group_id, generation, member_id, instance_id  # type: ignore[return-value]
+
+
+MEMO_MAX_FRAME = 512
+MEMO_ENTRIES = 20_000
+
+Heartbeat = tuple[int, str, int, str, str | None]  # version, group_id, generation_id, member_id, instance id
+
+
+class HeartbeatDecoder:
+    """``decode(payload)`` -> (version, group_id, generation_id, member_id, group_instance_id) or None, for a
+    Heartbeat request payload (api key 12 already checked by the caller); memoised as the module says."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: dict[bytes, Heartbeat] = {}
+
+    def decode(self, payload: bytes) -> Heartbeat | None:
+        version = payload[2] << 8 | payload[3]
+        if len(payload) > MEMO_MAX_FRAME:
+            return self._decode(payload, version)
+        memo = self._memo
+        key = payload[8:]
+        hit = memo.get(key)
+        if hit is not None and hit[0] == version:
+            return hit
+        hit = self._decode(payload, version)
+        if hit is not None:
+            if len(memo) >= MEMO_ENTRIES:
+                memo.clear()
+            memo[key] = hit
+        return hit
+
+    @staticmethod
+    def _decode(payload: bytes, version: int) -> Heartbeat | None:
+        ids = request_ids(payload)
+        if ids is None:
+            return None
+        hb = decode_heartbeat(payload, version, ids[3])
+        return None if hb is None else (version, *hb)
+
+
+_HB_FRAMES: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+
+
+def heartbeat_answer(version: int, payload: bytes, error_code: int) -> bytes:
+    """``heartbeat_response`` for the request ``payload`` (its correlation id copied as bytes)."""
+    parts = _HB_FRAMES.get((version, error_code))
+    if parts is None:
+        frame = heartbeat_response(version, 0, error_code)
+        parts = _HB_FRAMES[(version, error_code)] = (frame[:4], frame[8:])
+    return parts[0] + payload[4:8] + parts[1]
+
+
+def heartbeat_response(version: int, correlation_id: int, error_code: int) -> bytes:
+    """The whole Heartbeat response frame (throttle_time_ms 0) for a request of ``version``."""
+    if version >= 4:
+        return _HB_V4.pack(12, correlation_id, 0, 0, error_code, 0)
+    if version >= 1:
+        return _HB_V1.pack(10, correlation_id, 0, error_code)
+    return _HB_V0.pack(6, correlation_id, error_code)
