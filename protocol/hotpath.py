@@ -7,6 +7,9 @@ Rules:
   field, invalid UTF-8, a version it does not know). ``None`` never means an error: the caller then takes
   the generic path, which answers or rejects exactly as before. Trailing bytes are ignored, as the
   generic decoder ignores them.
+- OffsetCommit (v2-9) is decoded by hand into the generic ``Request`` (its dicts, key for key): the core
+  then serves it as any other; its response goes through the generic encoder (the compiled construct
+  encoder is as fast as a hand-written one for that shape).
 - A hot encoder returns a whole response frame (size prefix included), byte-identical to
   ``codec.encode_response`` for the same body; tests check both properties against the generic codec.
 - Pure functions over bytes, no I/O. ``HeartbeatDecoder`` adds one bounded memo: a member sends the same
@@ -18,6 +21,10 @@ Rules:
 from __future__ import annotations
 
 import struct
+from typing import Any
+
+from protocol.codec import Request
+from protocol.headers import RequestHeader
 
 _HDR = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _I32 = struct.Struct(">i")
@@ -177,3 +184,121 @@ def heartbeat_response(version: int, correlation_id: int, error_code: int) -> by
     if version >= 1:
         return _HB_V1.pack(10, correlation_id, 0, error_code)
     return _HB_V0.pack(6, correlation_id, error_code)
+
+
+# ---------------------------------------------------------------- OffsetCommit (8), v2-9
+
+OFFSET_COMMIT = 8
+_I64 = struct.Struct(">q")
+_I32I64 = struct.Struct(">iq")
+
+
+def decode_offset_commit(payload: bytes) -> Request | None:
+    """The generic decoder's ``Request`` for an OffsetCommit v2-9 payload, or None (see the module rules)."""
+    ids = request_ids(payload)
+    if ids is None or ids[0] != OFFSET_COMMIT or not 2 <= ids[1] <= 9:
+        return None
+    try:
+        return _decode_offset_commit(payload, ids[1], ids[2], ids[3])
+    except (IndexError, struct.error, UnicodeDecodeError):
+        return None
+
+
+def _decode_offset_commit(payload: bytes, version: int, correlation_id: int, pos: int) -> Request | None:
+    flexible = version >= 8
+    n = len(payload)
+    if flexible:
+        if payload[pos] != 0:
+            return None
+        pos += 1
+    string = _cstr if flexible else _str
+    count = _ccount if flexible else _count
+    group_id, pos = string(payload, pos)
+    if group_id is None:
+        return None
+    generation = _I32.unpack_from(payload, pos)[0]
+    member_id, pos = string(payload, pos + 4)
+    if member_id is None:
+        return None
+    body: dict[str, Any] = {"group_id": group_id, "generation_id_or_member_epoch": generation,
+                            "member_id": member_id}
+    if version >= 7:
+        body["group_instance_id"], pos = string(payload, pos)
+    if version <= 4:
+        body["retention_time_ms"] = _I64.unpack_from(payload, pos)[0]
+        pos += 8
+    topics_n, pos = count(payload, pos)
+    if topics_n < 0:
+        return None
+    topics = []
+    for _ in range(topics_n):
+        name, pos = string(payload, pos)
+        if name is None:
+            return None
+        parts_n, pos = count(payload, pos)
+        if parts_n < 0:
+            return None
+        parts = []
+        for _ in range(parts_n):
+            if pos + 12 > n:
+                return None
+            index, offset = _I32I64.unpack_from(payload, pos)
+            pos += 12
+            part: dict[str, Any] = {"partition_index": index, "committed_offset": offset}
+            if version >= 6:
+                part["committed_leader_epoch"] = _I32.unpack_from(payload, pos)[0]
+                pos += 4
+            part["committed_metadata"], pos = string(payload, pos)
+            if flexible:
+                if payload[pos] != 0:
+                    return None
+                pos += 1
+            parts.append(part)
+        if flexible:
+            if payload[pos] != 0:
+                return None
+            pos += 1
+        topics.append({"name": name, "partitions": parts})
+    if flexible and payload[pos] != 0:
+        return None
+    body["topics"] = topics
+    return Request(RequestHeader(OFFSET_COMMIT, version, correlation_id, client_id(payload)), body)
+
+
+def _str(payload: bytes, pos: int) -> tuple[str | None, int]:
+    """A classic (nullable) string; a truncated one raises IndexError."""
+    n = _I16.unpack_from(payload, pos)[0]
+    pos += 2
+    if n < 0:
+        if n != -1:
+            raise IndexError("bad length")
+        return None, pos
+    end = pos + n
+    if end > len(payload):
+        raise IndexError("truncated")
+    return payload[pos:end].decode("utf-8"), end
+
+
+def _cstr(payload: bytes, pos: int) -> tuple[str | None, int]:
+    """A compact (nullable) string whose length fits one varint byte; anything else raises IndexError."""
+    n = payload[pos]
+    if n & 0x80:
+        raise IndexError("long string: the generic path")
+    pos += 1
+    if n == 0:
+        return None, pos
+    end = pos + n - 1
+    if end > len(payload):
+        raise IndexError("truncated")
+    return payload[pos:end].decode("utf-8"), end
+
+
+def _count(payload: bytes, pos: int) -> tuple[int, int]:
+    return _I32.unpack_from(payload, pos)[0], pos + 4
+
+
+def _ccount(payload: bytes, pos: int) -> tuple[int, int]:
+    n = payload[pos]
+    if n & 0x80:
+        raise IndexError("long array: the generic path")
+    return n - 1, pos + 1

@@ -31,6 +31,7 @@ from coordinator.storage.manager import LogManager
 from coordinator.storage_errors import StartupError
 from protocol.codec import Request
 from protocol.errors import ErrorCode, ProtocolError
+from protocol.hotpath import decode_offset_commit
 from protocol.messages import ALL
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ class Broker:
         }
         # api key -> hot handler: request payload -> whole response frame, or None for the generic path
         self.hot: dict[int, Callable[[bytes], bytes | None]] = {}
+        # api key -> hot decoder: request payload -> the generic decoder's Request, or None (use the generic)
+        self.hot_decoders: dict[int, Callable[[bytes], Request | None]] = {}
         self.connections: set[Connection] = set()
         self.logs: LogManager | None = None
         self.groups: GroupService | None = None
@@ -78,6 +81,7 @@ class Broker:
         self.handlers[10] = self.groups.handle_find_coordinator
         if self.config["hot.path.enable"]:
             self.hot[12] = self.groups.hot_heartbeat
+            self.hot_decoders[8] = decode_offset_commit
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
                               22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})
@@ -136,6 +140,7 @@ class Broker:
         """Flush and close storage; called once, shielded, at shutdown."""
         if self.logs is not None:
             await self.commit.flush_now()
+            self.commit.close()
             await trio.to_thread.run_sync(self.logs.close)
 
     async def wait_idle(self) -> None:

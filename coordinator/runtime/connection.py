@@ -6,7 +6,8 @@ Rules:
   every consecutive completed slot at the head moves to the output list, and the output list goes out in
   one ``send_all``. One send at a time: whoever finds a send under way waits for it and then sends what
   has gathered meanwhile.
-- Hot path: a request whose API has a hot handler (``broker.hot``) is first offered to it; a frame it
+- Hot path: a request whose API has a hot decoder (``broker.hot_decoders``) is decoded by it (None: by the
+  generic codec). A request whose API has a hot handler (``broker.hot``) is first offered to it; a frame it
   returns is the answer, with no slot when nothing is pending ahead of it (it goes straight to the output
   list), else as an already-completed slot, so the order still holds. ``None`` means the generic path.
 - The reader serves a whole read (up to 64 KiB of frames), then sends what completed meanwhile itself, as
@@ -81,6 +82,7 @@ class Connection:
         self.reader = FrameReader(broker.config["socket.request.max.bytes"])
         self.max_inflight = broker.config["max.inflight.requests.per.connection"]
         self.dispatching = False
+        self._hot_decoders = broker.hot_decoders
         self._out: list[bytes] = []  # response frames ready to send, all ahead of every slot
         self._sending = False
         self._sent = trio.Event()
@@ -198,7 +200,8 @@ class Connection:
     def _dispatch(self, payload: bytes) -> None:
         now = trio.current_time()
         try:
-            request = codec.decode_request(payload)
+            decode = self._hot_decoders.get(payload[1]) if len(payload) > 1 and not payload[0] else None
+            request = (decode(payload) if decode is not None else None) or codec.decode_request(payload)
         except codec.UnsupportedVersion as e:
             if e.api_key != API_VERSIONS:
                 raise

@@ -10,8 +10,10 @@ Rules:
   write is released only through these callbacks, so nothing is acknowledged before it is durable.
 - The flusher wakes on the first append, lingers ``log.flush.linger.ms`` to gather more (not when the
   previous round ended with work already waiting: that work gathered during the fsync), then fsyncs every
-  dirty log in worker threads, several at once (never on the event loop). An fsync error takes that log
-  offline (storage never retries); its waiters get the error, other logs are unaffected.
+  dirty log off the event loop: ONE trio worker-thread call per round, which fans the fsyncs out over a
+  small thread pool (at most ``FSYNC_THREADS`` chunks of logs, in parallel). A trio thread hop costs the event loop far more than a
+  pool hop, and a round may touch all 50 offsets partitions. An fsync error takes that log offline
+  (storage never retries); its waiters get the error, other logs are unaffected.
 - Callbacks run on the trio thread, in the order their writes were appended per log.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import trio
 
@@ -46,7 +49,7 @@ class GroupCommit:
         self._waiters: list[tuple[PartitionLog, int, Callback]] = []
         self._staged: dict[PartitionLog, tuple[list[KeyValue], list[Callback]]] = {}
         self._kick = trio.Event()
-        self._limiter = trio.CapacityLimiter(FSYNC_THREADS)
+        self._pool: ThreadPoolExecutor | None = None  # created on the first round with several logs
         self.rounds = 0
 
     def append(self, plog: PartitionLog, batches: Sequence[bytes]) -> AppendInfo:
@@ -95,6 +98,12 @@ class GroupCommit:
             for cb in callbacks:
                 self.when_durable(plog, info.last_offset, cb)
 
+    def close(self) -> None:
+        """Stop the fsync pool (after the last ``flush_now``)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
     async def flush_now(self) -> None:
         self._append_staged()
         dirty = list(self._dirty | {w[0] for w in self._waiters})
@@ -102,14 +111,9 @@ class GroupCommit:
         if not dirty:
             return
         t0 = time.perf_counter()
-        results: dict[PartitionLog, int | Exception] = {}
-
-        async def flush_one(plog: PartitionLog) -> None:
-            results[plog] = await trio.to_thread.run_sync(_flush, plog, limiter=self._limiter)
-
-        async with trio.open_nursery() as nursery:
-            for plog in dirty:
-                nursery.start_soon(flush_one, plog)
+        if len(dirty) > 1 and self._pool is None:
+            self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
+        results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool)
         self.rounds += 1
         if self.metrics is not None:
             self.metrics.flush_seconds.observe(time.perf_counter() - t0)
@@ -124,6 +128,23 @@ class GroupCommit:
                 self._waiters.append((plog, last, cb))  # appended after the fsync began: next round
         if self._waiters:
             self._kick.set()
+
+
+def _flush_all(logs: list[PartitionLog], pool: ThreadPoolExecutor | None) -> dict[PartitionLog, int | Exception]:
+    """Runs in a trio worker thread: every log's fsync. Several logs are split into at most FSYNC_THREADS
+    chunks fsynced in parallel over ``pool``, each chunk in turn (a pool task per log would cost the GIL
+    more than the fsyncs cost the disk)."""
+    if len(logs) == 1 or pool is None:
+        return {plog: _flush(plog) for plog in logs}
+    chunks = [logs[i::FSYNC_THREADS] for i in range(min(FSYNC_THREADS, len(logs)))]
+    results: dict[PartitionLog, int | Exception] = {}
+    for done in pool.map(_flush_chunk, chunks):
+        results.update(done)
+    return results
+
+
+def _flush_chunk(logs: list[PartitionLog]) -> dict[PartitionLog, int | Exception]:
+    return {plog: _flush(plog) for plog in logs}
 
 
 def _call(callback: Callback, error: Exception | None) -> None:

@@ -22,6 +22,7 @@ class HoldingBroker:
         self.config = Config({"max.inflight.requests.per.connection": max_inflight})
         self.metrics = Metrics()
         self.hot: dict = {}  # no hot path: every request goes through handle()
+        self.hot_decoders: dict = {}
         self.held: list = []
         self.most_open = 0
 
