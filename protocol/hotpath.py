@@ -53,9 +53,10 @@ def request_ids(payload: bytes) -> tuple[int, int, int, int] | None:
 
 
 def client_id(payload: bytes) -> str | None:
-    """The request header's client_id (None for a null one); only called on a payload that parsed."""
+    """The request header's client_id (None for a null one) of a payload ``request_ids`` accepted; invalid
+    UTF-8 raises UnicodeDecodeError, as the generic decoder refuses it."""
     n = _I16.unpack_from(payload, 8)[0]
-    return None if n < 0 else payload[10:10 + n].decode("utf-8", "replace")
+    return None if n < 0 else payload[10:10 + n].decode("utf-8")
 
 
 def _classic_string(payload: bytes, pos: int, nullable: bool) -> tuple[str | None, int] | None:
@@ -141,6 +142,8 @@ class HeartbeatDecoder:
         self._memo: dict[bytes, Heartbeat] = {}
 
     def decode(self, payload: bytes) -> Heartbeat | None:
+        if len(payload) < 10:
+            return None
         version = payload[2] << 8 | payload[3]
         if len(payload) > MEMO_MAX_FRAME:
             return self._decode(payload, version)
@@ -160,6 +163,10 @@ class HeartbeatDecoder:
     def _decode(payload: bytes, version: int) -> Heartbeat | None:
         ids = request_ids(payload)
         if ids is None:
+            return None
+        try:
+            client_id(payload)  # never used here, but the generic decoder refuses one that is not UTF-8
+        except UnicodeDecodeError:
             return None
         hb = decode_heartbeat(payload, version, ids[3])
         return None if hb is None else (version, *hb)

@@ -94,6 +94,27 @@ class Connection:
         self._yielded = True  # whether this task gave the scheduler a turn since its last read
 
     def wake(self) -> None:
+        """A slot completed outside this connection's reader (a rebalance, a durable write). When it was the
+        last one pending and no send is under way, what is ready goes out now, from the caller's turn;
+        otherwise, and for whatever is left (EAGAIN, a partial write, an error), the writer task is woken:
+        it batches, waits and meets errors."""
+        fd = self._fd
+        if fd is not None and not self._sending and not self.closed:
+            self._collect()
+            if not self._out:
+                return
+            if self.slots:  # more answers pending: the writer's turn comes later and sends them together
+                self._wake.set()
+                return
+            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+            try:
+                sent = os.write(fd, data)
+            except OSError:  # EAGAIN, or a dead peer: the writer's own send meets it and ends the connection
+                sent = 0
+            if sent == len(data):
+                self._out = []
+                return
+            self._out = [data[sent:]]
         self._wake.set()
 
     async def run(self) -> None:
@@ -105,7 +126,7 @@ class Connection:
                 finally:
                     # drain what has completed, then stop the writer
                     self.closed = True
-                    self.wake()
+                    self._wake.set()
         except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError) as group:
             # arrives wrapped by the nursery; e.g. ECONNRESET from a client killed with unread data
             log.debug("connection %s ended: %s", self.peer, group.exceptions[0])

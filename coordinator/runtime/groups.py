@@ -51,6 +51,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None,
                                retention_bytes=None, verify_crc_on_append=False)
 _READ_CHUNK = 4 * 1024 * 1024
+_PARKING_APIS = frozenset((11, 14))  # JoinGroup and SyncGroup wait in their member for the rebalance
 _REPLAY_CHUNK = 50_000  # records replayed between two trio checkpoints while loading
 
 
@@ -181,7 +182,8 @@ class GroupService:
 
     # ---------------------------------------------------------------- requests
     def handle(self, request: Request, slot: Slot) -> None:
-        self._by_conn[slot.conn].add(slot)
+        if request.api_key in _PARKING_APIS:  # only these can be parked in a member (connection_closed)
+            self._by_conn[slot.conn].add(slot)
         outcome = self.core.handle(request.api_key, request.version, request.body, slot, now_ms(),
                                    client_id=request.header.client_id or "", client_host=slot.conn.host)
         self.apply(outcome)
@@ -229,8 +231,9 @@ class GroupService:
 
     # ---------------------------------------------------------------- outcomes
     def apply(self, outcome: Outcome) -> None:
-        deadline = self.core.next_deadline()
-        if deadline is not None and (self._armed is None or deadline < self._armed):
+        # O(1) bound on the next deadline: at worst a spurious wake, after which the task re-arms exactly
+        bound = self.core.deadline_lower_bound()
+        if bound is not None and (self._armed is None or bound < self._armed):
             self._timer_changed.set()  # the timer task sleeps too long: wake it to re-arm
         stats = self.core.rebalance_events
         if stats != self._rebalance_events:
@@ -274,12 +277,14 @@ class GroupService:
             self.commit.stage(plog, items, done)
 
     def _release(self, completions: list[tuple[object, dict]]) -> None:
+        by_conn = self._by_conn
         for token, response in completions:
             slot: Slot = token  # type: ignore[assignment]
             slot.complete(response)
-            conn_slots = self._by_conn.get(slot.conn)
-            if conn_slots is not None:
-                conn_slots.discard(slot)
+            if slot.api_key in _PARKING_APIS:
+                conn_slots = by_conn.get(slot.conn)
+                if conn_slots is not None:
+                    conn_slots.discard(slot)
 
     def _count_rebalances(self) -> None:
         for ms in self.core.take_rebalance_durations():
