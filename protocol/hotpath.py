@@ -59,22 +59,6 @@ def client_id(payload: bytes) -> str | None:
     return None if n < 0 else payload[10:10 + n].decode("utf-8")
 
 
-def _classic_string(payload: bytes, pos: int, nullable: bool) -> tuple[str | None, int] | None:
-    if pos + 2 > len(payload):
-        return None
-    n = _I16.unpack_from(payload, pos)[0]
-    pos += 2
-    if n < 0:
-        return (None, pos) if n == -1 and nullable else None
-    end = pos + n
-    if end > len(payload):
-        return None
-    try:
-        return payload[pos:end].decode("utf-8"), end
-    except UnicodeDecodeError:
-        return None
-
-
 def decode_heartbeat(payload: bytes, version: int, pos: int) -> tuple[str, int, str, str | None] | None:
     """(group_id, generation_id, member_id, group_instance_id) of a Heartbeat v0-4 request whose header
     ends at ``pos`` (as ``request_ids`` gave it), or None."""
@@ -106,24 +90,16 @@ def decode_heartbeat(payload: bytes, version: int, pos: int) -> tuple[str, int, 
             return None
     if version < 0:
         return None
-    r = _classic_string(payload, pos, False)
-    if r is None:
+    try:
+        group_id, pos = _str(payload, pos)
+        generation = _I32.unpack_from(payload, pos)[0]
+        member_id, pos = _str(payload, pos + 4)
+        instance_id = _str(payload, pos)[0] if version >= 3 else None
+    except (IndexError, struct.error, UnicodeDecodeError):
         return None
-    group_id, pos = r
-    if pos + 4 > len(payload):
-        return None
-    generation = _I32.unpack_from(payload, pos)[0]
-    r = _classic_string(payload, pos + 4, False)
-    if r is None:
-        return None
-    member_id, pos = r
-    instance_id = None
-    if version >= 3:
-        r = _classic_string(payload, pos, True)
-        if r is None:
-            return None
-        instance_id, pos = r
-    return group_id, generation, member_id, instance_id  # type: ignore[return-value]
+    if group_id is None or member_id is None:
+        return None  # not nullable: the generic decoder refuses them
+    return group_id, generation, member_id, instance_id
 
 
 MEMO_MAX_FRAME = 512

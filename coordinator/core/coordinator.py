@@ -108,8 +108,7 @@ class Coordinator:
             raise ValueError(f"api key {api_key} is not served by the group coordinator")
         fx = Effects(now_ms)
         handler(self._env, fx, version, request, token, client_id, client_host)
-        heap = self._env.timers.heap
-        if heap and heap[0][0] <= now_ms:  # O(1) bound: nothing can be due otherwise
+        if self._may_be_due(now_ms):
             self._fire_due(fx)
         return self._finish(fx)
 
@@ -117,10 +116,14 @@ class Coordinator:
                   now_ms: int) -> int | None:
         """A Heartbeat's error code, without the request dict, token and Outcome of ``handle`` (the hot
         path). None when a timer is due: then ``handle`` must serve it, since it fires due timers too."""
-        heap = self._env.timers.heap
-        if heap and heap[0][0] <= now_ms:
-            return None  # a timer may be due (or a stale entry waits to be dropped)
+        if self._may_be_due(now_ms):
+            return None
         return heartbeat(self._env, now_ms, group_id, generation, member_id, instance_id)
+
+    def _may_be_due(self, now_ms: int) -> bool:
+        """O(1): False means no timer is due; True may also be a stale entry waiting to be dropped."""
+        bound = self._env.timers.lower_bound()
+        return bound is not None and bound <= now_ms
 
     def deadline_lower_bound(self) -> int | None:
         """O(1): never later than ``next_deadline()``; None when no timer is queued."""

@@ -5,9 +5,8 @@ Rules:
 - ``cancel(key)`` forgets it; cancelling an unknown key is fine.
 - ``pop_due(now_ms)`` removes and returns the earliest key whose deadline <= now_ms (ties: the one
   scheduled first), or None; ``expired(now_ms)`` pops all of them in that order.
-- ``next_deadline()`` is the earliest live deadline, or None; ``lower_bound()`` (``heap[0][0]``) is O(1)
-  and never later than it (a queued entry is never later than its key's live deadline), or None when
-  nothing is queued. ``heap`` is exposed read-only for that check on the hot path.
+- ``next_deadline()`` is the earliest live deadline, or None; ``lower_bound()`` is O(1) and never later
+  than it (a queued entry is never later than its key's live deadline), or None when nothing is queued.
 Implementation: a heap with lazy deletion. A key's heap entry may be earlier than its live deadline
 (moving a deadline later — every heartbeat — pushes nothing); such an entry is re-pushed at the live deadline
 when it reaches the top. Stale entries are dropped when seen and the heap is rebuilt when it holds more than
@@ -74,10 +73,6 @@ class Timers:
     def next_deadline(self) -> int | None:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
-
-    @property
-    def heap(self) -> list[tuple[int, int, Hashable]]:
-        return self._heap
 
     def lower_bound(self) -> int | None:
         heap = self._heap

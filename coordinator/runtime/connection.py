@@ -15,7 +15,7 @@ Rules:
 - I/O goes straight to the socket's file descriptor (non-blocking ``recv``/``send``, parking in trio's
   ``wait_readable``/``wait_writable`` only when the kernel says EAGAIN): trio's stream API adds a scheduler
   round trip to every successful call, which costs as much as serving a heartbeat. Fairness is kept by
-  hand: a read that found data at once, after a send that did not block, is followed by a checkpoint.
+  hand: a read that found data at once is followed, before the next read, by a checkpoint.
   In-memory test streams (no socket) use the stream API.
 - At most ``max.inflight.requests.per.connection`` slots are open; the reader stops reading until the writer
   frees one (back-pressure instead of unbounded buffering).
@@ -91,7 +91,7 @@ class Connection:
         self.closed = False
         sock = getattr(stream, "socket", None)
         self._fd: int | None = sock.fileno() if sock is not None else None  # trio's socket owns and closes it
-        self._yielded = True  # whether this task gave the scheduler a turn since its last read
+        self._yielded = True  # whether the reader waited for data at its last read (else it checkpoints)
 
     def wake(self) -> None:
         """A slot completed outside this connection's reader (a rebalance, a durable write). When it was the
@@ -161,7 +161,6 @@ class Connection:
             try:
                 view = view[os.write(fd, view):]
             except BlockingIOError:
-                self._yielded = True
                 await trio.lowlevel.wait_writable(fd)
 
     async def _read_loop(self) -> None:

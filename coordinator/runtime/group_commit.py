@@ -11,8 +11,8 @@ Rules:
 - The flusher wakes on the first append, lingers ``log.flush.linger.ms`` to gather more (not when the
   previous round ended with work already waiting: that work gathered during the fsync), then fsyncs every
   dirty log off the event loop: ONE trio worker-thread call per round, which fans the fsyncs out over a
-  small thread pool (at most ``FSYNC_THREADS`` chunks of logs, in parallel). A trio thread hop costs the event loop far more than a
-  pool hop, and a round may touch all 50 offsets partitions. An fsync error takes that log offline
+  small thread pool (at most ``FSYNC_THREADS`` chunks of logs, in parallel). A trio thread hop costs the
+  event loop far more than a pool hop, and a round may touch all 50 offsets partitions. An fsync error takes that log offline
   (storage never retries); its waiters get the error, other logs are unaffected.
 - Callbacks run on the trio thread, in the order their writes were appended per log.
 """

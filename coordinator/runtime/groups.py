@@ -194,14 +194,10 @@ class GroupService:
         hb = self._heartbeats.decode(payload)
         if hb is None:
             return None
-        error = self.core.heartbeat(hb[1], hb[2], hb[3], hb[4], int(time.time() * 1000))
+        error = self.core.heartbeat(hb[1], hb[2], hb[3], hb[4], now_ms())
         if error is None:
             return None
-        # a heartbeat only moves its member's deadline; the O(1) bound may wake the timer task spuriously
-        # (a stale entry), after which it re-arms on the true next deadline
-        bound = self.core.deadline_lower_bound()
-        if bound is not None and (self._armed is None or bound < self._armed):
-            self._timer_changed.set()
+        self._rearm_if_earlier()
         return heartbeat_answer(hb[0], payload, error)
 
     def handle_find_coordinator(self, request: Request, slot: Slot) -> None:
@@ -230,11 +226,15 @@ class GroupService:
             self.core.connection_closed([s for s in slots if not s.done])
 
     # ---------------------------------------------------------------- outcomes
-    def apply(self, outcome: Outcome) -> None:
-        # O(1) bound on the next deadline: at worst a spurious wake, after which the task re-arms exactly
+    def _rearm_if_earlier(self) -> None:
+        """Wake the timer task when a deadline may now come before the one it sleeps until. The O(1) lower
+        bound can wake it spuriously (a stale heap entry); it then re-arms on the exact next deadline."""
         bound = self.core.deadline_lower_bound()
         if bound is not None and (self._armed is None or bound < self._armed):
-            self._timer_changed.set()  # the timer task sleeps too long: wake it to re-arm
+            self._timer_changed.set()
+
+    def apply(self, outcome: Outcome) -> None:
+        self._rearm_if_earlier()
         stats = self.core.rebalance_events
         if stats != self._rebalance_events:
             self._rebalance_events = stats
