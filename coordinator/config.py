@@ -64,6 +64,10 @@ KEYS: tuple[Key, ...] = (
     Key("log.retention.ms", int, 7 * 24 * 3600 * 1000, "User topics: delete segments older than this.", -1),
     Key("log.retention.bytes", int, -1, "User topics: keep at most this many bytes a partition.", -1),
     Key("log.flush.linger.ms", int, 2, "Group commit: gather appends this long before one fsync (ours).", 0),
+    Key("log.journal.enable", bool, True, "Offsets partitions: make each group-commit round durable with one "
+        "fsync of a shared journal instead of one fsync per partition (ours); false = per-partition fsyncs."),
+    Key("log.journal.checkpoint.bytes", int, 32 << 20, "Journal: when its current file reaches this size, "
+        "the partitions are fsynced in the background and older journal files are deleted (ours).", 1 << 16),
     Key("hot.path.enable", bool, True, "Serve Heartbeat and plain OffsetCommit with hand-written codecs "
         "(ours); false = the generic codec for every request."),
     Key("shutdown.grace.ms", int, 10_000, "On SIGTERM, time given to in-flight requests (ours).", 0),

@@ -7,7 +7,9 @@ current generation (ILLEGAL_GENERATION); an anonymous commit to a non-empty grou
 CompletingRebalance answers REBALANCE_IN_PROGRESS. A valid member's commit re-arms its session.
 Per partition: metadata longer than offset.metadata.max.bytes -> OFFSET_METADATA_TOO_LARGE (others
 commit). Committed offsets become visible to OffsetFetch when their record is replayed (after append);
-the response is released once durable.
+the response is released once durable. ``commit_one`` is the same rule for a one-partition request (the
+common shape) without request dicts or hooks: it returns the partition's error or a PendingCommit, which
+``commit_settled`` makes visible (durable) or drops (failed).
 Fetch: offsets are returned whatever the group state; unknown partitions/groups give offset -1, epoch
 -1, metadata ""; topics None means all committed; require_stable + a pending commit ->
 UNSTABLE_OFFSET_COMMIT for that partition.
@@ -22,15 +24,16 @@ group tombstone when it ever had a generation.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from .env import Env
 from .errors import Err
 from .group import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group
 from .outcome import Effects
-from .rebalance import schedule_heartbeat
+from .rebalance import schedule_session
 from .records import OffsetCommitValue, encode_group_key, encode_offset_key, encode_offset_value
 from .responses import offset_commit_response
-from .shard import Shard
+from .shard import _ACTIVE, Shard
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -48,7 +51,7 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
     error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
     shard = env.shard_of(group_id) if error is None else None
     if shard is not None:
-        error = _validate_commit(env, fx, shard, group_id, generation, member_id, instance_id)
+        error = _validate_commit(env, fx.now_ms, shard, group_id, generation, member_id, instance_id)
     if error is not None:
         fx.complete(token, offset_commit_response(
             [(t["name"], [(p["partition_index"], error) for p in t["partitions"]]) for t in topics]))
@@ -95,13 +98,65 @@ def _track_pending(fx: Effects, shard: Shard, token: object, results: list, writ
     fx.on_fail(on_fail)
 
 
-def _validate_commit(env: Env, fx: Effects, shard: Shard, group_id: str, generation: int, member_id: str,
+class PendingCommit(NamedTuple):
+    """One partition's offset commit, written but not yet durable (``commit_one``)."""
+
+    shard_id: int
+    key: bytes
+    value: bytes
+    committed: OffsetCommitValue
+    group_id: str
+    tp: tuple[str, int]
+
+
+def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, generation: int, member_id: str,
+               instance_id: str | None, topic: str, partition: int, offset: int, leader_epoch: int | None,
+               metadata: str | None, retention_ms: int | None) -> Err | PendingCommit:
+    """``handle_offset_commit`` for a request of one topic with one partition, without request dicts,
+    Effects or hooks: the partition's error (nothing written), or the record to append. The same rules in
+    the same order; the caller applies ``commit_durable`` or ``commit_failed`` to the PendingCommit."""
+    error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
+    if error is not None:
+        return error
+    assert group_id is not None
+    shard = env.shard_of(group_id)
+    error = _validate_commit(env, now_ms, shard, group_id, generation, member_id,
+                             instance_id if version >= 7 else None)
+    if error is not None:
+        return error
+    metadata = metadata or ""
+    if len(metadata) > env.cfg.offset_metadata_max_bytes:
+        return Err.OFFSET_METADATA_TOO_LARGE
+    epoch = -1 if version < 6 or leader_epoch is None else leader_epoch
+    retention = retention_ms if 2 <= version <= 4 else -1
+    expire = None if retention is None or retention == -1 else now_ms + retention
+    committed = OffsetCommitValue(offset, epoch, metadata, now_ms, expire)
+    tp = (topic, partition)
+    shard.pending_commits[(group_id, topic, partition)] += 1
+    return PendingCommit(shard.shard_id, encode_offset_key(group_id, topic, partition),
+                         encode_offset_value(committed), committed, group_id, tp)
+
+
+def commit_settled(env: Env, pc: PendingCommit, durable: bool) -> None:
+    """The PendingCommit's write is durable (its offset becomes visible, as replay would make it) or failed."""
+    shard = env.shards[pc.shard_id]
+    pending = shard.pending_commits
+    key = (pc.group_id, pc.tp[0], pc.tp[1])
+    if durable and shard.status is _ACTIVE:
+        shard.put_offset(pc.group_id, pc.tp, pc.committed)
+    if key in pending:
+        pending[key] -= 1
+        if pending[key] <= 0:
+            del pending[key]
+
+
+def _validate_commit(env: Env, now_ms: int, shard: Shard, group_id: str, generation: int, member_id: str,
                      instance_id: str | None) -> Err | None:
     group = shard.groups.get(group_id)
     if group is None:
         if generation >= 0:
             return Err.ILLEGAL_GENERATION
-        shard.groups[group_id] = Group(group_id, EMPTY, fx.now_ms)
+        shard.groups[group_id] = Group(group_id, EMPTY, now_ms)
         return None
     if generation < 0 and group.state is EMPTY:
         return None
@@ -118,7 +173,7 @@ def _validate_commit(env: Env, fx: Effects, shard: Shard, group_id: str, generat
         return Err.REBALANCE_IN_PROGRESS
     member = group.members.get(member_id)
     if member is not None and group.state in (STABLE, PREPARING):
-        schedule_heartbeat(env, fx, group, member)
+        schedule_session(env, now_ms, group, member)
     return None
 
 

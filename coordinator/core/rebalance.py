@@ -34,8 +34,12 @@ def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
 
 
 def schedule_heartbeat(env: Env, fx: Effects, group: Group, member: Member, timeout_ms: int | None = None) -> None:
+    schedule_session(env, fx.now_ms, group, member, timeout_ms)
+
+
+def schedule_session(env: Env, now_ms: int, group: Group, member: Member, timeout_ms: int | None = None) -> None:
     timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-    env.timers.schedule(("member", group.group_id, member.member_id), fx.now_ms + timeout)
+    env.timers.schedule(("member", group.group_id, member.member_id), now_ms + timeout)
 
 
 def park_join(env: Env, fx: Effects, group: Group, member: Member, token: object, version: int) -> None:

@@ -72,7 +72,10 @@ class Shard:
                 if not offsets:
                     del self.offsets[group]
             return
-        committed = decode_offset_value(value)  # before touching state: a bad value changes nothing
+        self.put_offset(group, tp, decode_offset_value(value))  # decoded first: a bad value changes nothing
+
+    def put_offset(self, group: str, tp: TopicPartition, committed: OffsetCommitValue) -> None:
+        """What replaying an offset commit record does, given its decoded value."""
         offsets = self.offsets.get(group)
         if offsets is None:
             offsets = self.offsets[group] = {}

@@ -27,6 +27,7 @@ from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupS
 from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config
 from coordinator.storage.compaction import compact
 from coordinator.storage.errors import StorageError
+from coordinator.storage.journal import Journal
 from coordinator.storage.manager import LogManager
 from coordinator.storage_errors import StartupError
 from protocol.codec import Request
@@ -59,6 +60,7 @@ class Broker:
         self.hot_decoders: dict[int, Callable[[bytes], Request | None]] = {}
         self.connections: set[Connection] = set()
         self.logs: LogManager | None = None
+        self.journal: Journal | None = None
         self.groups: GroupService | None = None
         self.topic_service: TopicService | None = None
         self.nursery: trio.Nursery  # set while running
@@ -68,12 +70,22 @@ class Broker:
     async def start(self) -> None:
         """Open storage (recovering every partition log); called before the listener binds."""
         user_topics = user_topic_log_config(self.config)
+        def open_storage() -> tuple[LogManager, Journal | None]:
+            logs = LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG})
+            if not self.config["log.journal.enable"]:
+                return logs, None
+            try:
+                return logs, logs.open_journal()[0]
+            except BaseException:
+                logs.close()
+                raise
+
         try:
-            self.logs = await trio.to_thread.run_sync(
-                lambda: LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG}))
+            self.logs, self.journal = await trio.to_thread.run_sync(open_storage)
         except (StorageError, OSError) as e:
             raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
-        self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics)
+        self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics, self.journal,
+                                  self.config["log.journal.checkpoint.bytes"])
         self.groups = GroupService(self, self.logs, self.commit)
         self.topic_service = ts = TopicService(self, self.logs, self.commit)
         for key in SUPPORTED_APIS:
@@ -142,6 +154,11 @@ class Broker:
             await self.commit.flush_now()
             self.commit.close()
             await trio.to_thread.run_sync(self.logs.close)
+            if self.journal is not None:
+                journal, self.journal = self.journal, None
+                if not self.commit.journal_needed():  # every journaled log flushed and closed cleanly
+                    await trio.to_thread.run_sync(journal.discard)
+                journal.close()
 
     async def wait_idle(self) -> None:
         while any(c.slots for c in self.connections):

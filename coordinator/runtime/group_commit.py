@@ -14,12 +14,21 @@ Rules:
   small thread pool (at most ``FSYNC_THREADS`` chunks of logs, in parallel). A trio thread hop costs the
   event loop far more than a pool hop, and a round may touch all 50 offsets partitions. An fsync error takes that log offline
   (storage never retries); its waiters get the error, other logs are unaffected.
+- Journal (``journal`` given; the default for the offsets partitions): a staged batch is appended to its
+  log AND to the shared journal (both page-cache writes); the round then fsyncs the journal alone, one fsync
+  however many logs it touched, and tells each log how far it is durable (``note_durable``). A log's own
+  files are fsynced by a checkpoint: when the journal's current file passes ``checkpoint_bytes``, a new
+  journal file takes the appends, every log written since the previous checkpoint is fsynced (in a worker
+  thread, while rounds go on), and then the older journal files are deleted. A journal error fails every
+  journaled write of that round and later ones (never retried); if a checkpoint cannot fsync a log, journal
+  files are kept from then on, so a restart can still replay them.
 - Callbacks run on the trio thread, in the order their writes were appended per log.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +37,7 @@ import trio
 
 from coordinator.metrics import Metrics
 from coordinator.storage.errors import LogOfflineError, StorageError
+from coordinator.storage.journal import Journal
 from coordinator.storage.log import AppendInfo, PartitionLog
 from protocol.record_batch import build_batch
 
@@ -37,12 +47,23 @@ Callback = Callable[[Exception | None], None]
 KeyValue = tuple[bytes, bytes | None]
 
 FSYNC_THREADS = 8
+CHECKPOINT_BYTES = 32 << 20
 
 
 class GroupCommit:
-    def __init__(self, linger_ms: int, metrics: Metrics | None = None) -> None:
+    def __init__(self, linger_ms: int, metrics: Metrics | None = None, journal: Journal | None = None,
+                 checkpoint_bytes: int = CHECKPOINT_BYTES) -> None:
         self.linger = linger_ms / 1000
         self.metrics = metrics
+        self.journal = journal
+        self.checkpoint_bytes = checkpoint_bytes
+        # journaled appends not yet covered by a journal fsync: (log, its next offset after the batch)
+        self._marks: list[tuple[PartitionLog, int]] = []
+        self._journaled: dict[PartitionLog, None] = {}  # logs with entries in the current journal file
+        self._journal_logs: set[PartitionLog] = set()  # every log ever written through the journal
+        self._checkpointing = False
+        self._keep_journal = False  # a checkpoint could not fsync a log: its journal files must stay
+        self.checkpoints = 0
         self._dirty: set[PartitionLog] = set()
         # in registration order across all logs: callbacks fire in that order (the core needs its writes
         # acknowledged in the order it returned them, also when one write spans several offsets partitions)
@@ -69,7 +90,7 @@ class GroupCommit:
     def when_durable(self, plog: PartitionLog, last_offset: int, callback: Callback) -> None:
         if plog.offline:
             _call(callback, LogOfflineError(f"partition log {plog.directory} is offline"))
-        elif plog.recovery_point > last_offset:
+        elif plog.high_watermark > last_offset:
             _call(callback, None)
         else:
             self._waiters.append((plog, last_offset, callback))
@@ -77,26 +98,67 @@ class GroupCommit:
 
     async def run(self) -> None:
         hot = False
-        while True:
-            await self._kick.wait()
-            self._kick = trio.Event()
-            if self.linger and not hot:
-                await trio.sleep(self.linger)
-            await self.flush_now()
-            hot = self._kick.is_set()
+        async with trio.open_nursery() as nursery:
+            while True:
+                await self._kick.wait()
+                self._kick = trio.Event()
+                if self.linger and not hot:
+                    await trio.sleep(self.linger)
+                await self.flush_now()
+                hot = self._kick.is_set()
+                journal = self.journal
+                if journal is not None and not self._checkpointing and journal.current_size >= self.checkpoint_bytes:
+                    self._checkpointing = True
+                    nursery.start_soon(self.checkpoint)
 
     def _append_staged(self) -> None:
         staged, self._staged = self._staged, {}
         now = int(time.time() * 1000)
+        journal = self.journal
         for plog, (records, callbacks) in staged.items():
+            batch = build_batch([(k, v, (), now) for k, v in records])
             try:
-                info = self.append(plog, [build_batch([(k, v, (), now) for k, v in records])])
+                if journal is None:
+                    info = self.append(plog, [batch])
+                else:
+                    info = plog.append([batch])
+                    journal.append(_name(plog), info.base_offset, batch)
+                    self._marks.append((plog, info.last_offset + 1))
+                    self._journaled[plog] = None
+                    self._journal_logs.add(plog)
             except (StorageError, OSError) as e:
                 for cb in callbacks:
                     _call(cb, e if isinstance(e, StorageError) else LogOfflineError(str(e)))
                 continue
             for cb in callbacks:
-                self.when_durable(plog, info.last_offset, cb)
+                self._waiters.append((plog, info.last_offset, cb))
+
+    async def checkpoint(self) -> None:
+        """Let the journal's older files go: new appends go to a new file, every log written since the last
+        checkpoint is fsynced, then the older files are deleted. Runs beside the rounds."""
+        journal = self.journal
+        assert journal is not None
+        self._checkpointing = True
+        try:
+            new = await trio.to_thread.run_sync(journal.prepare_file)
+            logs, self._journaled = list(self._journaled), {}
+            seq = journal.switch_to(new)  # on the trio thread: no append can fall between the two lines
+            failed = await trio.to_thread.run_sync(_flush_logs, logs)
+            if failed:
+                self._keep_journal = True
+                log.error("checkpoint: %d logs could not be fsynced; journal files are kept for replay", failed)
+            if not self._keep_journal:
+                await trio.to_thread.run_sync(journal.drop_before, seq)
+            self.checkpoints += 1
+        except StorageError as e:  # the journal is offline: the rounds report it to every write
+            log.error("journal checkpoint failed: %s", e)
+        finally:
+            self._checkpointing = False
+
+    def journal_needed(self) -> bool:
+        """Whether the journal may hold the only durable copy of something (a log that went offline before
+        its data reached its own files); at a clean shutdown it is deleted otherwise."""
+        return self._keep_journal or any(plog.offline for plog in self._journal_logs)
 
     def close(self) -> None:
         """Stop the fsync pool (after the last ``flush_now``)."""
@@ -106,23 +168,31 @@ class GroupCommit:
 
     async def flush_now(self) -> None:
         self._append_staged()
-        dirty = list(self._dirty | {w[0] for w in self._waiters})
+        journaled = self._journal_logs
+        dirty = list(self._dirty | {w[0] for w in self._waiters if w[0] not in journaled})
         self._dirty.clear()
-        if not dirty:
+        marks, self._marks = self._marks, []
+        if not dirty and not marks:
             return
         t0 = time.perf_counter()
         if len(dirty) > 1 and self._pool is None:
             self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
-        results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool)
+        results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool, self.journal if marks else None)
         self.rounds += 1
         if self.metrics is not None:
             self.metrics.flush_seconds.observe(time.perf_counter() - t0)
+        failure = results.pop(None, None)
+        for plog, next_offset in marks:
+            if failure is None:
+                plog.note_durable(next_offset)
+            else:
+                results[plog] = failure
         waiters, self._waiters = self._waiters, []
         for plog, last, cb in waiters:
             outcome = results.get(plog)
             if isinstance(outcome, Exception):
                 _call(cb, outcome)
-            elif outcome is not None and outcome > last:
+            elif plog.high_watermark > last:
                 _call(cb, None)
             else:
                 self._waiters.append((plog, last, cb))  # appended after the fsync began: next round
@@ -130,17 +200,33 @@ class GroupCommit:
             self._kick.set()
 
 
-def _flush_all(logs: list[PartitionLog], pool: ThreadPoolExecutor | None) -> dict[PartitionLog, int | Exception]:
-    """Runs in a trio worker thread: every log's fsync. Several logs are split into at most FSYNC_THREADS
-    chunks fsynced in parallel over ``pool``, each chunk in turn (a pool task per log would cost the GIL
-    more than the fsyncs cost the disk)."""
-    if len(logs) == 1 or pool is None:
-        return {plog: _flush(plog) for plog in logs}
+def _flush_all(logs: list[PartitionLog], pool: ThreadPoolExecutor | None, journal: Journal | None
+               ) -> dict[PartitionLog | None, int | Exception]:
+    """Runs in a trio worker thread: the journal's fsync (result under key None, only when it fails) and
+    every log's own fsync. Several logs are split into at most FSYNC_THREADS chunks fsynced in parallel over
+    ``pool``, each chunk in turn (a pool task per log would cost the GIL more than the fsyncs cost the disk)."""
+    results: dict[PartitionLog | None, int | Exception] = {}
+    if journal is not None:
+        try:
+            journal.sync()
+        except StorageError as e:
+            results[None] = e
+    if len(logs) <= 1 or pool is None:
+        results.update((plog, _flush(plog)) for plog in logs)
+        return results
     chunks = [logs[i::FSYNC_THREADS] for i in range(min(FSYNC_THREADS, len(logs)))]
-    results: dict[PartitionLog, int | Exception] = {}
     for done in pool.map(_flush_chunk, chunks):
         results.update(done)
     return results
+
+
+def _flush_logs(logs: list[PartitionLog]) -> int:
+    """A checkpoint's fsyncs (worker thread); returns how many failed (those logs are offline now)."""
+    return sum(1 for plog in logs if isinstance(_flush(plog), Exception))
+
+
+def _name(plog: PartitionLog) -> str:
+    return os.path.basename(plog.directory)
 
 
 def _flush_chunk(logs: list[PartitionLog]) -> dict[PartitionLog, int | Exception]:

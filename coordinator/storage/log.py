@@ -5,7 +5,8 @@ Rules and invariants:
   by rewriting each batch's base offset (bytes 0-7, outside the CRC) and writes the bytes with one
   positional write into the OS page cache. `flush` fsyncs everything written since the previous flush and
   advances the recovery point; the high watermark is the recovery point (readers that must only see
-  durable data read below it).
+  durable data read below it). A log written through the journal is durable up to what the journal's
+  fsync covered (`note_durable`); its own files are fsynced later, by a checkpoint.
 - Concurrency: one appender and one flusher thread (plus readers and one cleaner). `_lock` guards the
   in-memory state and is held only for bookkeeping, page-cache writes and reads; fsyncs run outside it.
   `_flush_lock` is held by the flusher around its fsyncs and by anything that closes a segment's file
@@ -89,6 +90,7 @@ class PartitionLog:
         self.fs = fs
         self._segments: list[Segment] = []
         self._recovery_point = 0
+        self._durable_elsewhere = 0  # offsets below it are durable in the journal (see note_durable)
         self._log_start = 0
         self._offline: str | None = None
         self._closed = False
@@ -256,8 +258,14 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        """Durable end: offsets below it have been fsynced."""
-        return self._recovery_point
+        """Durable end: offsets below it have been fsynced (here, or in the journal: ``note_durable``)."""
+        return max(self._recovery_point, self._durable_elsewhere)
+
+    def note_durable(self, offset: int) -> None:
+        """Offsets below ``offset`` were made durable by a journal fsync (this log's own files may still be
+        unsynced): the high watermark may pass the recovery point, never the log end."""
+        with self._lock:
+            self._durable_elsewhere = max(self._durable_elsewhere, min(offset, self.log_end_offset))
 
     @property
     def offline(self) -> bool:

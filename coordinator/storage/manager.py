@@ -10,6 +10,8 @@ Rules:
   then removes it; a crash in between is finished at the next open.
 - One process per data dir: an exclusive, non-blocking `flock` on `<data dir>/.lock` is held from open to
   close; a second process gets `StorageError("data dir ... is in use by another process")`.
+- `<data dir>/journal/` is the shared write-ahead journal (see journal.py), not a partition: `open_journal`
+  replays it into the logs (after they recovered) and starts it afresh.
 - Not thread-safe for create/delete: the runtime calls these from one task; each log is thread-safe
   for one appender + one flusher on its own.
 """
@@ -24,6 +26,7 @@ import shutil
 
 from .errors import StorageError
 from .fs import FileSystem
+from .journal import Journal, ReplayStats, replay
 from .log import LogConfig, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,7 @@ _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _DELETED_SUFFIX = ".deleted"
 _PROBE = ".groupcoord-write-probe"
 _LOCK = ".lock"
+JOURNAL_DIR = "journal"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -102,7 +106,7 @@ class LogManager:
     def _open_all(self) -> None:
         for name in sorted(self.fs.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path):
+            if not os.path.isdir(path) or name == JOURNAL_DIR:
                 continue
             if name.endswith(_DELETED_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)
@@ -153,6 +157,27 @@ class LogManager:
         except OSError as exc:
             raise StorageError(f"cannot delete partition {topic}-{partition}: {exc}") from exc
         shutil.rmtree(doomed, ignore_errors=True)
+
+    def by_dir_name(self, name: str) -> PartitionLog | None:
+        parsed = parse_partition_dir_name(name)
+        return None if parsed is None else self._logs.get(parsed)
+
+    def open_journal(self) -> tuple[Journal, ReplayStats]:
+        """Open ``<data dir>/journal``, re-append to the logs what they lack of it (a crash lost their page
+        cache, not the journal), fsync those logs, and start the journal afresh."""
+        journal = Journal.open(os.path.join(self.data_dir, JOURNAL_DIR), self.fs)
+        try:
+            stats, touched = replay(journal.recovered(), self.by_dir_name)
+            for plog in touched:
+                plog.flush()
+            journal.reset()
+        except (StorageError, OSError) as exc:
+            journal.close()
+            raise StorageError(f"cannot recover the journal in {self.data_dir}: {exc}") from exc
+        if stats.entries:
+            log.info("journal: %d entries read, %d re-appended, %d already in their logs, %d skipped",
+                     stats.entries, stats.appended, stats.present, stats.skipped)
+        return journal, stats
 
     def flush_all(self) -> None:
         for plog in list(self._logs.values()):

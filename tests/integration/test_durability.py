@@ -136,8 +136,8 @@ def test_acknowledged_commits_survive_sigkill(tmp_path: Path) -> None:
         again.stop()
 
 
-def _five_commits_then_end(data: Path, group: str, end: str) -> Path:
-    srv = ServerProcess(data, *FLAGS).start()
+def _five_commits_then_end(data: Path, group: str, end: str, flags: tuple[str, ...]) -> Path:
+    srv = ServerProcess(data, *flags).start()
     try:
         fetch_offsets(srv.port, group, [0])
         for offset in range(1, 6):
@@ -153,15 +153,21 @@ def _five_commits_then_end(data: Path, group: str, end: str) -> Path:
     return segment
 
 
-@pytest.mark.parametrize(("end", "damage", "logged"), [
-    ("clean-stop", "truncate-mid-batch", "partial batch"),       # storage: size differs from its index
-    ("sigkill", "flip-byte-near-end", "CRC mismatch"),            # storage: past its recovery point
-    ("clean-stop", "flip-byte-near-end", "CRC mismatch"),         # trusted by storage, caught at load
+NO_JOURNAL = ("--log-journal-enable", "false")
+
+
+@pytest.mark.parametrize(("end", "damage", "logged", "journal"), [
+    ("clean-stop", "truncate-mid-batch", "partial batch", True),    # storage: size differs from its index
+    ("sigkill", "flip-byte-near-end", "CRC mismatch", False),       # storage: past its recovery point
+    ("clean-stop", "flip-byte-near-end", "CRC mismatch", True),     # trusted by storage, caught at load
 ])
 def test_damaged_tail_is_dropped_and_earlier_offsets_are_served(tmp_path: Path, end: str, damage: str,
-                                                                logged: str) -> None:
+                                                                logged: str, journal: bool) -> None:
+    """The partition log alone: a damaged tail is cut and the offsets before it are served. (After a clean
+    stop the journal is empty; after a SIGKILL it would restore the batch: the next test.)"""
     data, group = tmp_path / "data", "ledger"
-    segment = _five_commits_then_end(data, group, end)
+    flags = FLAGS if journal else FLAGS + NO_JOURNAL
+    segment = _five_commits_then_end(data, group, end, flags)
     raw = bytearray(segment.read_bytes())
     if damage == "truncate-mid-batch":
         del raw[-10:]
@@ -169,7 +175,7 @@ def test_damaged_tail_is_dropped_and_earlier_offsets_are_served(tmp_path: Path, 
         raw[-3] ^= 0xFF
     segment.write_bytes(bytes(raw))
 
-    srv = ServerProcess(data, *FLAGS).start()
+    srv = ServerProcess(data, *flags).start()
     try:
         assert fetch_offsets(srv.port, group, [0]) == {0: 4}
         log_lines = [line for line in srv.log().splitlines() if logged in line]
@@ -180,8 +186,35 @@ def test_damaged_tail_is_dropped_and_earlier_offsets_are_served(tmp_path: Path, 
         assert resp["topics"][0]["partitions"][0]["error_code"] == 0
     finally:
         assert srv.stop() == 0
-    again = ServerProcess(data, *FLAGS).start()       # the repaired log keeps taking commits
+    again = ServerProcess(data, *flags).start()       # the repaired log keeps taking commits
     try:
         assert fetch_offsets(again.port, group, [0]) == {0: 6}
+    finally:
+        assert again.stop() == 0
+
+
+def test_journal_restores_an_acknowledged_commit_the_partition_log_lost(tmp_path: Path) -> None:
+    """SIGKILL after five acknowledged commits, then the partition log's last batch is damaged (as if its
+    page cache never reached the disk): the log is cut at the damage, and the journal, fsynced before each
+    acknowledgement, re-appends the lost batch, so all five commits are served; the journal is emptied."""
+    data, group = tmp_path / "data", "ledger"
+    segment = _five_commits_then_end(data, group, "sigkill", FLAGS)
+    assert any((data / "journal").iterdir())
+    raw = bytearray(segment.read_bytes())
+    raw[-3] ^= 0xFF
+    segment.write_bytes(bytes(raw))
+
+    srv = ServerProcess(data, *FLAGS).start()
+    try:
+        assert fetch_offsets(srv.port, group, [0]) == {0: 5}
+        log = srv.log()
+        assert "truncating" in log and segment.parent.name in log, log
+        assert "1 re-appended" in log, log
+    finally:
+        assert srv.stop() == 0
+    assert [p.name for p in (data / "journal").iterdir()] == []  # clean stop: every log flushed, journal gone
+    again = ServerProcess(data, *FLAGS).start()
+    try:
+        assert fetch_offsets(again.port, group, [0]) == {0: 5}
     finally:
         assert again.stop() == 0

@@ -1,0 +1,111 @@
+"""Group commit through the journal: a round fsyncs the journal once (not each log), releases every staged
+write with its log's high watermark past it, a checkpoint fsyncs the logs and drops old journal files, and a
+journal fsync error fails the round's writes and every later one."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import trio
+
+from coordinator.runtime.group_commit import GroupCommit
+from coordinator.storage.errors import LogOfflineError
+from coordinator.storage.fs import FileSystem
+from coordinator.storage.journal import Journal
+from coordinator.storage.log import PartitionLog
+
+
+class CountingFS(FileSystem):
+    def __init__(self) -> None:
+        self.fsynced: list[str] = []
+        self.fail = False
+
+    def fsync(self, fd: int) -> None:
+        if self.fail:
+            raise OSError(errno.EIO, "Input/output error")
+        self.fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        super().fsync(fd)
+
+
+def setup(tmp_path: Path, checkpoint_bytes: int = 1 << 20) -> tuple[CountingFS, Journal, list[PartitionLog], GroupCommit]:
+    fs = CountingFS()
+    logs = [PartitionLog.open(str(tmp_path / f"__consumer_offsets-{i}"), fs=fs) for i in range(3)]
+    journal = Journal.open(str(tmp_path / "journal"), fs)
+    journal.reset()
+    fs.fsynced.clear()
+    return fs, journal, logs, GroupCommit(0, journal=journal, checkpoint_bytes=checkpoint_bytes)
+
+
+async def test_one_journal_fsync_makes_writes_to_three_logs_durable(tmp_path: Path) -> None:
+    fs, journal, logs, gc = setup(tmp_path)
+    got: list[tuple[int, Exception | None]] = []
+    for i, plog in enumerate(logs):
+        gc.stage(plog, [(b"key-%d" % i, b"value")], lambda err, i=i: got.append((i, err)))
+    gc.stage(logs[0], [(b"again", b"v2")], lambda err: got.append((9, err)))
+    assert [p.high_watermark for p in logs] == [0, 0, 0]
+    await gc.flush_now()
+    assert got == [(0, None), (9, None), (1, None), (2, None)]  # registration order
+    assert [p.high_watermark for p in logs] == [2, 1, 1]  # both records of log 0 went as one batch
+    assert [p.recovery_point for p in logs] == [0, 0, 0]  # their own files are not fsynced yet
+    assert len(fs.fsynced) == 1 and "/journal/" in fs.fsynced[0]
+    entries = list(Journal.open(str(tmp_path / "journal")).recovered())
+    assert [(e.name, e.base_offset) for e in entries] == [("__consumer_offsets-0", 0), ("__consumer_offsets-1", 0),
+                                                         ("__consumer_offsets-2", 0)]
+
+
+async def test_a_checkpoint_fsyncs_the_logs_and_drops_older_journal_files(tmp_path: Path) -> None:
+    fs, journal, logs, gc = setup(tmp_path)
+    done: list[Exception | None] = []
+    gc.stage(logs[0], [(b"k", b"v")], done.append)
+    gc.stage(logs[2], [(b"k", b"v")], done.append)
+    await gc.flush_now()
+    first = journal.current_seq
+    await gc.checkpoint()
+    assert done == [None, None] and gc.checkpoints == 1
+    assert [p.recovery_point for p in logs] == [1, 0, 1]  # only the logs written since the last checkpoint
+    assert os.listdir(tmp_path / "journal") == [f"{first + 1:020d}.wal"]
+    gc.stage(logs[1], [(b"k", b"v")], done.append)  # the new file takes the next round
+    await gc.flush_now()
+    assert done == [None, None, None] and logs[1].high_watermark == 1
+    assert [e.name for e in Journal.open(str(tmp_path / "journal")).recovered()] == ["__consumer_offsets-1"]
+
+
+async def test_the_run_loop_checkpoints_when_the_journal_file_is_full(tmp_path: Path) -> None:
+    fs, journal, logs, gc = setup(tmp_path, checkpoint_bytes=4096)
+    acked = 0
+
+    def ack(err: Exception | None) -> None:
+        nonlocal acked
+        assert err is None
+        acked += 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gc.run)
+        for n in range(200):  # ~200 bytes an entry: the 4 KiB file fills several times
+            gc.stage(logs[n % 3], [(b"key-%d" % n, b"x" * 64)], ack)
+            await trio.sleep(0.001)
+        with trio.fail_after(10):
+            while acked < 200 or gc._checkpointing:
+                await trio.sleep(0.005)
+        nursery.cancel_scope.cancel()
+    assert gc.checkpoints >= 2
+    assert journal.current_size < 4096 + 400
+    assert all(p.recovery_point > 0 for p in logs)
+    assert len(os.listdir(tmp_path / "journal")) <= 2
+
+
+async def test_a_journal_fsync_error_fails_the_round_and_every_later_write(tmp_path: Path) -> None:
+    fs, journal, logs, gc = setup(tmp_path)
+    got: list[Exception | None] = []
+    gc.stage(logs[0], [(b"k", b"v")], got.append)
+    fs.fail = True
+    await gc.flush_now()
+    assert len(got) == 1 and isinstance(got[0], LogOfflineError)
+    assert logs[0].high_watermark == 0  # nothing was acknowledged as durable
+    fs.fail = False
+    gc.stage(logs[1], [(b"k", b"v")], got.append)  # never retried: the journal stays offline
+    await gc.flush_now()
+    assert len(got) == 2 and isinstance(got[1], LogOfflineError)
+    assert journal.offline
