@@ -7,9 +7,9 @@ Rules:
   field, invalid UTF-8, a version it does not know). ``None`` never means an error: the caller then takes
   the generic path, which answers or rejects exactly as before. Trailing bytes are ignored, as the
   generic decoder ignores them.
-- OffsetCommit (v2-9) is decoded by hand into the generic ``Request`` (its dicts, key for key): the core
-  then serves it as any other; its response goes through the generic encoder (the compiled construct
-  encoder is as fast as a hand-written one for that shape).
+- OffsetCommit (v2-9) is decoded by hand into the generic ``Request`` (its dicts, key for key), except the
+  common shape of one topic with one partition, whose body is a ``OneCommit`` tuple (``as_body(version)``
+  is exactly the generic dict): the runtime serves that one without dicts (``Coordinator.commit_offset``).
 - A hot encoder returns a whole response frame (size prefix included), byte-identical to
   ``codec.encode_response`` for the same body; tests check both properties against the generic codec.
 - Pure functions over bytes, no I/O. ``HeartbeatDecoder`` adds one bounded memo: a member sends the same
@@ -21,7 +21,7 @@ Rules:
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 from protocol.codec import Request
 from protocol.headers import RequestHeader
@@ -118,18 +118,20 @@ class HeartbeatDecoder:
         self._memo: dict[bytes, Heartbeat] = {}
 
     def decode(self, payload: bytes) -> Heartbeat | None:
-        if len(payload) < 10:
+        n = len(payload)
+        if n > MEMO_MAX_FRAME:
+            return self._decode(payload, payload[2] << 8 | payload[3])
+        # a memo key comes from a decoded frame (>= 10 bytes), so a shorter payload always misses here
+        key = payload[8:]
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] == (payload[2] << 8 | payload[3]):
+            return hit
+        if n < 10:
             return None
         version = payload[2] << 8 | payload[3]
-        if len(payload) > MEMO_MAX_FRAME:
-            return self._decode(payload, version)
-        memo = self._memo
-        key = payload[8:]
-        hit = memo.get(key)
-        if hit is not None and hit[0] == version:
-            return hit
         hit = self._decode(payload, version)
         if hit is not None:
+            memo = self._memo
             if len(memo) >= MEMO_ENTRIES:
                 memo.clear()
             memo[key] = hit
@@ -148,16 +150,18 @@ class HeartbeatDecoder:
         return None if hb is None else (version, *hb)
 
 
-_HB_FRAMES: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+# by version (0-4): error code -> the answer frame's bytes before and after the correlation id
+_HB_PARTS: tuple[dict[int, tuple[bytes, bytes]], ...] = ({}, {}, {}, {}, {})
 
 
 def heartbeat_answer(version: int, payload: bytes, error_code: int) -> bytes:
     """``heartbeat_response`` for the request ``payload`` (its correlation id copied as bytes)."""
-    parts = _HB_FRAMES.get((version, error_code))
+    by_error = _HB_PARTS[version if version < 4 else 4]
+    parts = by_error.get(error_code)
     if parts is None:
         frame = heartbeat_response(version, 0, error_code)
-        parts = _HB_FRAMES[(version, error_code)] = (frame[:4], frame[8:])
-    return parts[0] + payload[4:8] + parts[1]
+        parts = by_error[int(error_code)] = (frame[:4], frame[8:])
+    return payload[4:8].join(parts)
 
 
 def heartbeat_response(version: int, correlation_id: int, error_code: int) -> bytes:
@@ -213,6 +217,12 @@ def _decode_offset_commit(payload: bytes, version: int, correlation_id: int, pos
     topics_n, pos = count(payload, pos)
     if topics_n < 0:
         return None
+    if topics_n == 1:
+        one = _one_partition(payload, version, pos, string, count, flexible)
+        if one is not None:
+            return Request(RequestHeader(OFFSET_COMMIT, version, correlation_id, client_id(payload)),
+                           OneCommit(group_id, generation, member_id, body.get("group_instance_id"),
+                                     body.get("retention_time_ms", -1), *one))
     topics = []
     for _ in range(topics_n):
         name, pos = string(payload, pos)
@@ -246,6 +256,58 @@ def _decode_offset_commit(payload: bytes, version: int, correlation_id: int, pos
         return None
     body["topics"] = topics
     return Request(RequestHeader(OFFSET_COMMIT, version, correlation_id, client_id(payload)), body)
+
+
+def _one_partition(payload: bytes, version: int, pos: int, string: Any, count: Any, flexible: bool
+                   ) -> tuple[str, int, int, int, str | None] | None:
+    """(topic, partition, offset, leader epoch, metadata) when the one topic has exactly one partition and
+    the request ends as the generic decoder expects; else None (the caller decodes the general shape)."""
+    name, pos = string(payload, pos)
+    if name is None:
+        return None
+    parts_n, pos = count(payload, pos)
+    if parts_n != 1 or pos + 12 > len(payload):
+        return None
+    index, offset = _I32I64.unpack_from(payload, pos)
+    pos += 12
+    epoch = -1
+    if version >= 6:
+        epoch = _I32.unpack_from(payload, pos)[0]
+        pos += 4
+    metadata, pos = string(payload, pos)
+    if flexible and (payload[pos] != 0 or payload[pos + 1] != 0 or payload[pos + 2] != 0):
+        return None
+    return name, index, offset, epoch, metadata
+
+
+class OneCommit(NamedTuple):
+    """The body of an OffsetCommit of one topic with one partition (the hot decoder's shape for it).
+    ``as_body()`` gives the generic decoder's dict for the same request."""
+
+    group_id: str
+    generation: int
+    member_id: str
+    instance_id: str | None  # None before v7 (not on the wire)
+    retention_ms: int  # -1 outside v2-4 (not on the wire)
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int  # -1 before v6 (not on the wire)
+    metadata: str | None
+
+    def as_body(self, version: int) -> dict[str, Any]:
+        body: dict[str, Any] = {"group_id": self.group_id, "generation_id_or_member_epoch": self.generation,
+                                "member_id": self.member_id}
+        if version >= 7:
+            body["group_instance_id"] = self.instance_id
+        if version <= 4:
+            body["retention_time_ms"] = self.retention_ms
+        part: dict[str, Any] = {"partition_index": self.partition, "committed_offset": self.offset}
+        if version >= 6:
+            part["committed_leader_epoch"] = self.leader_epoch
+        part["committed_metadata"] = self.metadata
+        body["topics"] = [{"name": self.topic, "partitions": [part]}]
+        return body
 
 
 def _str(payload: bytes, pos: int) -> tuple[str | None, int]:

@@ -31,7 +31,14 @@ from .group import DEAD, STABLE
 from .join import handle_join
 from .member import DROPPED
 from .membership import handle_heartbeat, handle_leave, handle_sync, heartbeat
-from .offsets import expire_offsets, handle_offset_commit, handle_offset_fetch
+from .offsets import (
+    PendingCommit,
+    commit_one,
+    commit_settled,
+    expire_offsets,
+    handle_offset_commit,
+    handle_offset_fetch,
+)
 from .outcome import Effects, Outcome, Record
 from .rebalance import fence_parked, on_join_timer, on_member_timer, on_sync_timer, schedule_heartbeat
 from .records import OffsetCommitValue
@@ -116,9 +123,27 @@ class Coordinator:
                   now_ms: int) -> int | None:
         """A Heartbeat's error code, without the request dict, token and Outcome of ``handle`` (the hot
         path). None when a timer is due: then ``handle`` must serve it, since it fires due timers too."""
+        env = self._env
+        bound = env.timers.lower_bound()  # _may_be_due, inlined
+        if bound is not None and bound <= now_ms:
+            return None
+        return heartbeat(env, now_ms, group_id, generation, member_id, instance_id)
+
+    def commit_offset(self, now_ms: int, version: int, group_id: str | None, generation: int, member_id: str,
+                      instance_id: str | None, topic: str, partition: int, offset: int, leader_epoch: int | None,
+                      metadata: str | None, retention_ms: int | None) -> Err | PendingCommit | None:
+        """An OffsetCommit of one partition without the dicts, Effects and Outcome of ``handle`` (the hot
+        path): the partition's error (nothing to write; answer now), or the record to append durably, then
+        ``commit_settled``. None when a timer is due: then ``handle`` must serve it."""
         if self._may_be_due(now_ms):
             return None
-        return heartbeat(self._env, now_ms, group_id, generation, member_id, instance_id)
+        return commit_one(self._env, now_ms, version, group_id, generation, member_id, instance_id, topic,
+                          partition, offset, leader_epoch, metadata, retention_ms)
+
+    def commit_settled(self, pending: PendingCommit, durable: bool) -> None:
+        """``commit_offset``'s record is durable (the offset becomes visible) or failed (answer the
+        runtime's error)."""
+        commit_settled(self._env, pending, durable)
 
     def _may_be_due(self, now_ms: int) -> bool:
         """O(1): False means no timer is due; True may also be a stale entry waiting to be dropped."""

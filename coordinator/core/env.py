@@ -3,6 +3,8 @@
 Rules:
 - A group lives on shard ``partition_for(group_id)``; ``status_error`` says whether this node can serve
   it now (None), or answers COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR.
+- ``shards`` is fixed at construction (a shard changes status and contents, never identity), so
+  ``shard_of`` caches each group id's Shard object (bounded: cleared past 100,000 ids).
 - ``parked`` maps every token parked in a member (pending JoinGroup/SyncGroup) to (group id, member id),
   so a closed connection can be detached from its member; ``park``/``unpark`` keep it exact.
 - Timer keys: ("member", group, member) heartbeat/session/pending-member expiry; ("join", group) initial
@@ -31,15 +33,15 @@ class Env:
     timers: Timers = field(default_factory=Timers)
     stats: Stats = field(default_factory=Stats)
     parked: dict[object, tuple[str, str]] = field(default_factory=dict)
-    _shard_cache: dict[str, int] = field(default_factory=dict)
+    _shard_cache: dict[str, Shard] = field(default_factory=dict)  # group id -> its shard (shards never change)
 
     def shard_of(self, group_id: str) -> Shard:
-        sid = self._shard_cache.get(group_id)
-        if sid is None:
+        shard = self._shard_cache.get(group_id)
+        if shard is None:
             if len(self._shard_cache) > 100_000:
                 self._shard_cache.clear()
-            sid = self._shard_cache[group_id] = partition_for(group_id, len(self.shards))
-        return self.shards[sid]
+            shard = self._shard_cache[group_id] = self.shards[partition_for(group_id, len(self.shards))]
+        return shard
 
     def status_error(self, group_id: str) -> Err | None:
         status = self.shard_of(group_id).status

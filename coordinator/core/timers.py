@@ -7,10 +7,13 @@ Rules:
   scheduled first), or None; ``expired(now_ms)`` pops all of them in that order.
 - ``next_deadline()`` is the earliest live deadline, or None; ``lower_bound()`` is O(1) and never later
   than it (a queued entry is never later than its key's live deadline), or None when nothing is queued.
-Implementation: a heap with lazy deletion. A key's heap entry may be earlier than its live deadline
-(moving a deadline later — every heartbeat — pushes nothing); such an entry is re-pushed at the live deadline
-when it reaches the top. Stale entries are dropped when seen and the heap is rebuilt when it holds more than
-twice the live keys, so memory stays O(live keys).
+Implementation: a heap with lazy deletion, and one record per live key, [live deadline, its sequence number,
+deadline and sequence number of the key's heap entry that counts] (a list, changed in place: re-arming a
+deadline allocates nothing). Sequence numbers are unique, so a heap entry counts iff its sequence number
+is its key's fourth field. A key's counting entry may be earlier than its live deadline (moving a deadline
+later — every heartbeat — pushes nothing); such an entry is re-pushed at the live deadline when it reaches
+the top. Stale entries (superseded, cancelled) are dropped when seen and the heap is rebuilt when it holds
+more than twice the live keys (plus 64), so memory stays O(live keys).
 """
 
 from __future__ import annotations
@@ -20,11 +23,10 @@ from collections.abc import Hashable
 
 
 class Timers:
-    __slots__ = ("_heap", "_inheap", "_live", "_seq")
+    __slots__ = ("_heap", "_live", "_seq")
 
     def __init__(self) -> None:
-        self._live: dict[Hashable, tuple[int, int]] = {}
-        self._inheap: dict[Hashable, tuple[int, int]] = {}  # the one heap entry of a key that counts
+        self._live: dict[Hashable, list[int]] = {}  # key -> [deadline, seq, queued deadline, queued seq]
         self._heap: list[tuple[int, int, Hashable]] = []
         self._seq = 0
 
@@ -35,40 +37,42 @@ class Timers:
         return key in self._live
 
     def deadline(self, key: Hashable) -> int | None:
-        entry = self._live.get(key)
-        return None if entry is None else entry[0]
+        rec = self._live.get(key)
+        return None if rec is None else rec[0]
 
     def schedule(self, key: Hashable, deadline_ms: int) -> None:
-        self._seq += 1
-        entry = (deadline_ms, self._seq)
-        self._live[key] = entry
-        queued = self._inheap.get(key)
-        if queued is not None and queued[0] <= deadline_ms:
-            return  # the queued entry fires first and is then moved to the live deadline
-        self._inheap[key] = entry
-        heapq.heappush(self._heap, (deadline_ms, self._seq, key))
+        seq = self._seq = self._seq + 1
+        rec = self._live.get(key)
+        if rec is None:
+            self._live[key] = [deadline_ms, seq, deadline_ms, seq]
+        else:
+            rec[0] = deadline_ms
+            rec[1] = seq
+            if rec[2] <= deadline_ms:
+                return  # the queued entry fires first and is then moved to the live deadline
+            rec[2] = deadline_ms
+            rec[3] = seq
+        heapq.heappush(self._heap, (deadline_ms, seq, key))
         if len(self._heap) > 2 * len(self._live) + 64:
             self._compact()
 
     def cancel(self, key: Hashable) -> None:
-        self._live.pop(key, None)
+        if self._live.pop(key, None) is not None and len(self._heap) > 2 * len(self._live) + 64:
+            self._compact()
 
     def _drop_stale(self) -> None:
-        heap, live, inheap = self._heap, self._live, self._inheap
+        heap, live = self._heap, self._live
         while heap:
-            deadline, seq, key = heap[0]
-            if inheap.get(key) != (deadline, seq):
-                heapq.heappop(heap)  # superseded by a later push
+            _, seq, key = heap[0]
+            rec = live.get(key)
+            if rec is None or rec[3] != seq:
+                heapq.heappop(heap)  # cancelled, or superseded by a later push
                 continue
-            entry = live.get(key)
-            if entry is None:
-                heapq.heappop(heap)
-                del inheap[key]
-                continue
-            if entry == (deadline, seq):
+            if rec[1] == seq:
                 return
-            heapq.heapreplace(heap, (entry[0], entry[1], key))  # deadline moved later: re-queue
-            inheap[key] = entry
+            heapq.heapreplace(heap, (rec[0], rec[1], key))  # deadline moved later: re-queue
+            rec[2] = rec[0]
+            rec[3] = rec[1]
 
     def next_deadline(self) -> int | None:
         self._drop_stale()
@@ -84,7 +88,6 @@ class Timers:
             return None
         _, _, key = heapq.heappop(self._heap)
         del self._live[key]
-        del self._inheap[key]
         return key
 
     def expired(self, now_ms: int) -> list[Hashable]:
@@ -94,6 +97,10 @@ class Timers:
         return keys
 
     def _compact(self) -> None:
-        self._heap = [(d, s, k) for k, (d, s) in self._live.items()]
-        self._inheap = dict(self._live)
-        heapq.heapify(self._heap)
+        heap = []
+        for key, rec in self._live.items():
+            rec[2] = rec[0]
+            rec[3] = rec[1]
+            heap.append((rec[0], rec[1], key))
+        heapq.heapify(heap)
+        self._heap = heap

@@ -9,6 +9,10 @@ Rules:
 - A core ``Outcome`` with records is appended as one batch per shard through group commit; only when every
   shard's fsync has covered it does the core replay it (``on_appended``) and are its completions released.
   If a write fails, the core's ``on_append_failed`` decides the answers; the partition stays offline.
+- OffsetCommits of one topic with one partition (the common shape), when ``hot.path.enable``, skip the
+  Outcome: ``Coordinator.commit_offset`` validates and returns the record, group commit stages it, and
+  its callback settles the core's pending commit (``commit_settled``) and answers with a hand-built frame.
+  Same rules, same bytes as the generic path (tests/integration/test_hot_path_server.py compares them).
 - Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
 - ``now_ms`` is wall-clock milliseconds (commit timestamps and retention outlive the process).
 - FindCoordinator is answered here: a single node coordinates every group (key type 0); transaction
@@ -29,19 +33,21 @@ import trio.lowlevel
 
 from coordinator.core.config import GroupConfig
 from coordinator.core.coordinator import Coordinator
+from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
+from protocol.codec import Request
 from protocol.errors import ErrorCode
-from protocol.hotpath import HeartbeatDecoder, heartbeat_answer
+from protocol.hot_commit import offset_commit_answer
+from protocol.hotpath import HeartbeatDecoder, OneCommit, heartbeat_answer
 from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
 
 if TYPE_CHECKING:
     from coordinator.runtime.broker import Broker
     from coordinator.runtime.connection import Connection, Slot
     from coordinator.runtime.group_commit import GroupCommit
-    from protocol.codec import Request
 
 log = logging.getLogger("groupcoord.groups")
 
@@ -106,6 +112,27 @@ def read_offsets_partition(plog: PartitionLog, problems: list[str] | None = None
             problems.append(f"no progress reading at offset {offset}; later records ignored")
             break
     return out
+
+
+class _CommitSettled:
+    """The group-commit callback of one ``_commit_one``: settle the core's pending commit, then answer."""
+
+    __slots__ = ("index", "pending", "service", "slot", "topic")
+
+    def __init__(self, service: GroupService, slot: Slot, pending: PendingCommit, topic: str, index: int) -> None:
+        self.service, self.slot, self.pending, self.topic, self.index = service, slot, pending, topic, index
+
+    def __call__(self, err: Exception | None) -> None:
+        service = self.service
+        service.core.commit_settled(self.pending, durable=err is None)
+        if err is None:
+            service.broker.metrics.offset_commits.inc()
+            error = 0
+        else:
+            log.error("offset commit of %s failed: %s", self.pending.group_id, err)
+            error = ErrorCode.NOT_COORDINATOR
+        slot = self.slot
+        slot.complete_frame(offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, error))
 
 
 class GroupService:
@@ -182,23 +209,59 @@ class GroupService:
 
     # ---------------------------------------------------------------- requests
     def handle(self, request: Request, slot: Slot) -> None:
+        if request.api_key == 8 and type(request.body) is OneCommit:
+            if self._commit_one(request, slot):
+                return
+            request = Request(request.header, request.body.as_body(request.header.api_version))
         if request.api_key in _PARKING_APIS:  # only these can be parked in a member (connection_closed)
             self._by_conn[slot.conn].add(slot)
         outcome = self.core.handle(request.api_key, request.version, request.body, slot, now_ms(),
                                    client_id=request.header.client_id or "", client_host=slot.conn.host)
         self.apply(outcome)
 
+    def _commit_one(self, request: Request, slot: Slot) -> bool:
+        """An OffsetCommit of one topic with one partition (a ``OneCommit`` body from the hot decoder) through
+        ``Coordinator.commit_offset``: no Outcome, hooks or response dicts; the answer frame is built by
+        hand. False = a timer is due: the generic path serves it (with the body as the generic dict)."""
+        c: OneCommit = request.body  # type: ignore[assignment]
+        version = request.header.api_version
+        result = self.core.commit_offset(now_ms(), version, c.group_id, c.generation, c.member_id, c.instance_id,
+                                         c.topic, c.partition, c.offset, c.leader_epoch, c.metadata,
+                                         c.retention_ms)
+        if result is None:
+            return False
+        self._rearm_if_earlier()  # a member's commit re-arms its session
+        if type(result) is not PendingCommit:
+            slot.complete_frame(offset_commit_answer(version, slot.correlation_id, c.topic, c.partition, result))
+            return True
+        try:
+            plog = self.offsets_log(result.shard_id)
+        except (StorageError, OSError) as e:
+            log.error("offsets partition %d unavailable for a commit: %s", result.shard_id, e)
+            self.core.commit_settled(result, durable=False)
+            slot.complete_frame(offset_commit_answer(version, slot.correlation_id, c.topic, c.partition,
+                                                     ErrorCode.NOT_COORDINATOR))
+            return True
+        self.commit.stage(plog, [(result.key, result.value)],
+                          _CommitSettled(self, slot, result, c.topic, c.partition))
+        return True
+
     def hot_heartbeat(self, payload: bytes) -> bytes | None:
         """A Heartbeat on the hot path: hand-decoded (memoised), answered by ``Coordinator.heartbeat``;
-        None = use the generic path (an unusual shape, or a timer is due)."""
+        None = use the generic path (an unusual shape, or a timer is due). ``now_ms`` and
+        ``_rearm_if_earlier`` are inlined: this runs once per heartbeat."""
         hb = self._heartbeats.decode(payload)
         if hb is None:
             return None
-        error = self.core.heartbeat(hb[1], hb[2], hb[3], hb[4], now_ms())
+        version, group_id, generation, member_id, instance_id = hb
+        core = self.core
+        error = core.heartbeat(group_id, generation, member_id, instance_id, int(time.time() * 1000))
         if error is None:
             return None
-        self._rearm_if_earlier()
-        return heartbeat_answer(hb[0], payload, error)
+        bound = core.deadline_lower_bound()
+        if bound is not None and (self._armed is None or bound < self._armed):
+            self._timer_changed.set()
+        return heartbeat_answer(version, payload, error)
 
     def handle_find_coordinator(self, request: Request, slot: Slot) -> None:
         body, v = request.body, request.version

@@ -5,6 +5,9 @@ Heartbeat under test with ``heartbeat()``, the other with ``handle()``. For ever
 the same error code and leave the same timers behind (the member's session deadline is what a heartbeat
 moves). ``heartbeat()`` answers None exactly when a timer may be due; the runtime then falls back to
 ``handle()``, which fires due timers, and that fallback must again match the generic twin.
+Both paths share ``membership.heartbeat``, which inlines the member checks SyncGroup makes through
+``_member_lookup``; ``shared_rule`` recomputes the answer from ``_member_lookup`` so the inlined copy is
+checked against the original, check for check, in every situation and random drive.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.core.errors import Err
+from coordinator.core.group import EMPTY, PREPARING
+from coordinator.core.membership import _member_lookup
 
 SESSION = 6000
 
@@ -41,6 +46,18 @@ def hot(h: Harness, version: int, beat: Beat) -> int | None:
     """Exactly what the hot decoder hands the core: the instance id exists from v3 on."""
     return h.coord.heartbeat(beat.group, beat.generation, beat.member, beat.instance if version >= 3 else None,
                              h.now)
+
+
+def shared_rule(h: Harness, version: int, beat: Beat) -> int:
+    """The answer by the checks SyncGroup uses (a loading shard answers NONE for Heartbeat), then
+    Heartbeat's own state rule: Empty -> UNKNOWN_MEMBER_ID, PreparingRebalance -> REBALANCE_IN_PROGRESS."""
+    group, error = _member_lookup(h.coord._env, beat.group, beat.member, beat.instance if version >= 3 else None,
+                                  beat.generation, Err.NONE)
+    if error is not None:
+        return error
+    if group.state is EMPTY:
+        return Err.UNKNOWN_MEMBER_ID
+    return Err.REBALANCE_IN_PROGRESS if group.state is PREPARING else Err.NONE
 
 
 def hot_or_generic(h: Harness, version: int, beat: Beat) -> int:
@@ -173,9 +190,10 @@ def twins(situation: Situation) -> tuple[Harness, Harness, Beat, Callable[[int],
 def test_hot_heartbeat_answers_and_rearms_like_handle(situation: Situation, version: int) -> None:
     a, b, beat, expected = twins(situation)
     before = deadlines(a)
+    rule = shared_rule(a, version, beat)
     got = hot(a, version, beat)
     assert got is not None, "no timer is due after h.sleep, so the hot path must answer"
-    assert got == generic(b, version, beat) == expected(version)
+    assert got == generic(b, version, beat) == expected(version) == rule
     assert snapshot(a) == snapshot(b)
     key = ("member", beat.group, beat.member)
     if situation in REARMS:  # the session deadline moved to now + session timeout
@@ -290,7 +308,8 @@ def test_random_drives_answer_and_expire_alike(ops) -> None:
             _, who, delta, version, group, instance = step
             beat = a.beat(who, delta, group, instance)
             assert beat == b.beat(who, delta, group, instance)
-            assert hot_or_generic(a.h, version, beat) == generic(b.h, version, beat), (step, beat)
+            rule = shared_rule(a.h, version, beat)  # due timers fire after the answer, on both paths
+            assert hot_or_generic(a.h, version, beat) == generic(b.h, version, beat) == rule, (step, beat)
         elif kind == "rejoin":
             a.rejoin(step[1])
             b.rejoin(step[1])

@@ -1,6 +1,7 @@
 """The OffsetCommit hot decoder agrees with the generic decoder: for every valid v2-9 request it returns
-the same Request (header and body, key for key); for anything else it returns None or that same Request,
-and never raises (the connection then lets the generic decoder answer or reject)."""
+the same Request (header and body, key for key; a request of one topic with one partition comes as a
+``OneCommit`` whose ``as_body(version)`` is that body); for anything else it returns None or that same
+Request, and never raises (the connection then lets the generic decoder answer or reject)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from protocol import codec
 from protocol.errors import ProtocolError
-from protocol.hotpath import decode_offset_commit
+from protocol.hotpath import OneCommit, decode_offset_commit
 
 names = st.text(min_size=0, max_size=140)
 partitions = st.lists(st.fixed_dictionaries({
@@ -30,6 +31,14 @@ bodies = st.fixed_dictionaries({
 })
 
 
+def hot_decode(payload: bytes) -> codec.Request | None:
+    """The hot decoder's result in the generic shape (a OneCommit body becomes its dict)."""
+    req = decode_offset_commit(payload)
+    if req is not None and isinstance(req.body, OneCommit):
+        return codec.Request(req.header, req.body.as_body(req.header.api_version))
+    return req
+
+
 def generic(payload: bytes) -> codec.Request | None:
     try:
         return codec.decode_request(payload)
@@ -42,7 +51,7 @@ def generic(payload: bytes) -> codec.Request | None:
        correlation_id=st.integers(-2**31, 2**31 - 1))
 def test_valid_requests_decode_exactly_as_the_generic_decoder(body, version, client, correlation_id) -> None:
     payload = codec.encode_request(8, version, correlation_id, client, body)[4:]
-    hot = decode_offset_commit(payload)
+    hot = hot_decode(payload)
     expected = codec.decode_request(payload)
     long_compact = version >= 8 and (
         any(len(s.encode()) > 126 for s in _strings(body)) or len(body["topics"]) > 126)
@@ -50,6 +59,8 @@ def test_valid_requests_decode_exactly_as_the_generic_decoder(body, version, cli
         assert hot is None or hot == expected  # lengths over one varint byte go to the generic path
     else:
         assert hot == expected
+        one = len(body["topics"]) == 1 and len(body["topics"][0]["partitions"]) == 1
+        assert isinstance(decode_offset_commit(payload).body, OneCommit) == one
 
 
 def _strings(body: dict) -> list[str]:
@@ -77,7 +88,7 @@ def test_damaged_requests_give_none_or_the_generic_result(body, version, seed) -
         if not payload:
             payload = bytearray(b"\x00")
     damaged = bytes(payload)
-    hot = decode_offset_commit(damaged)
+    hot = hot_decode(damaged)
     assert hot is None or hot == generic(damaged)
 
 
@@ -86,7 +97,7 @@ def test_other_apis_and_versions_are_not_taken() -> None:
             "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
                                                      "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
     payload = codec.encode_request(8, 8, 1, "c", body)[4:]
-    assert decode_offset_commit(payload) == codec.decode_request(payload)
+    assert hot_decode(payload) == codec.decode_request(payload)
     assert decode_offset_commit(b"\x00\x08\x00\x0a" + payload[4:]) is None  # v10: not declared
     assert decode_offset_commit(b"\x00\x09" + payload[2:]) is None  # another api key
     bad_client = payload[:8] + b"\x00\x01\xff" + payload[11:]  # client id "c" replaced by invalid UTF-8
