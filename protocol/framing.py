@@ -28,15 +28,24 @@ class FrameTooLarge(ProtocolError):
 class FrameReader:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray()
+        self._buf: bytes | bytearray = b""
         self._pos = 0
         self._need: int | None = None
 
     def feed(self, data: bytes) -> None:
-        if self._pos and self._pos >= len(self._buf) // 2:
-            del self._buf[: self._pos]
+        buf = self._buf
+        if self._pos >= len(buf) and type(data) is bytes:
+            # everything before was consumed: keep the read itself (a slice of bytes is one copy, a frame
+            # cut out of a bytearray costs two)
+            self._buf, self._pos = data, 0
+            return
+        if type(buf) is bytes:
+            buf = self._buf = bytearray(buf[self._pos:])
             self._pos = 0
-        self._buf += data
+        elif self._pos and self._pos >= len(buf) // 2:
+            del buf[: self._pos]
+            self._pos = 0
+        buf += data
 
     @property
     def buffered(self) -> int:
@@ -56,7 +65,9 @@ class FrameReader:
         need = self._need
         if len(buf) - pos < need:
             return None
-        frame = bytes(buf[pos: pos + need])
+        frame = buf[pos: pos + need]
+        if type(frame) is not bytes:
+            frame = bytes(frame)
         self._pos = pos + need
         self._need = None
         return frame
