@@ -9,7 +9,8 @@ Rules:
   generic decoder ignores them.
 - OffsetCommit (v2-9) is decoded by hand into the generic ``Request`` (its dicts, key for key), except the
   common shape of one topic with one partition, whose body is a ``OneCommit`` tuple (``as_body(version)``
-  is exactly the generic dict): the runtime serves that one without dicts (``Coordinator.commit_offset``).
+  is exactly the generic dict): the runtime serves that one without dicts (``Coordinator.commit_offset``)
+  and answers it with ``offset_commit_answer`` (the frame the generic encoder gives, with throttle 0).
 - A hot encoder returns a whole response frame (size prefix included), byte-identical to
   ``codec.encode_response`` for the same body; tests check both properties against the generic codec.
 - Pure functions over bytes, no I/O. ``HeartbeatDecoder`` adds one bounded memo: a member sends the same
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 
 from protocol.codec import Request
 from protocol.headers import RequestHeader
+from protocol.primitives import encode_uvarint
 
 _HDR = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _I32 = struct.Struct(">i")
@@ -256,6 +258,37 @@ def _decode_offset_commit(payload: bytes, version: int, correlation_id: int, pos
         return None
     body["topics"] = topics
     return Request(RequestHeader(OFFSET_COMMIT, version, correlation_id, client_id(payload)), body)
+
+
+# OffsetCommit answers of one topic with one partition: everything after the correlation id depends only on
+# (version, topic, partition, error), so it is cached (cleared at ANSWER_CACHE_LIMIT entries: bounded memory
+# whatever topic names clients send).
+ANSWER_CACHE_LIMIT = 10_000
+_tails: dict[tuple[int, str, int, int], tuple[bytes, bytes]] = {}
+
+
+def offset_commit_answer(version: int, correlation_id: int, topic: str, partition: int, error: int) -> bytes:
+    key = (version, topic, partition, error)
+    parts = _tails.get(key)
+    if parts is None:
+        if len(_tails) >= ANSWER_CACHE_LIMIT:
+            _tails.clear()
+        parts = _tails[key] = _build_answer(version, topic, partition, error)
+    return parts[0] + _I32.pack(correlation_id) + parts[1]
+
+
+def _build_answer(version: int, topic: str, partition: int, error: int) -> tuple[bytes, bytes]:
+    if not 2 <= version <= 9:
+        raise ValueError(f"OffsetCommit v{version} is not built by hand")
+    name = topic.encode()
+    if version >= 8:
+        body = b"".join((b"\x00",  # response header tagged fields
+                         _I32.pack(0), b"\x02", encode_uvarint(len(name) + 1), name, b"\x02",
+                         _I32.pack(partition), _I16.pack(error), b"\x00", b"\x00", b"\x00"))
+    else:
+        body = b"".join((_I32.pack(0) if version >= 3 else b"", _I32.pack(1), _I16.pack(len(name)), name,
+                         _I32.pack(1), _I32.pack(partition), _I16.pack(error)))
+    return _I32.pack(4 + len(body)), body
 
 
 def _one_partition(payload: bytes, version: int, pos: int, string: Any, count: Any, flexible: bool

@@ -121,15 +121,23 @@ def write_count(io: BytesIO, n: int, compact: bool) -> None:
 
 
 # ---------------------------------------------------------------- strings and bytes
-def read_string(io: BytesIO, compact: bool, nullable: bool) -> str | None:
-    n = read_uvarint(io) - 1 if compact else S_I16.unpack(read_exact(io, 2))[0]
+def _read_sized(io: BytesIO, compact: bool, nullable: bool, width: struct.Struct, what: str) -> bytes | None:
+    """A length (compact varint + 1, or int16/int32 ``width``; -1 = null) and that many bytes."""
+    n = read_uvarint(io) - 1 if compact else width.unpack(read_exact(io, width.size))[0]
     if n < 0:
         if n == -1 and nullable:
             return None
-        raise ProtocolError(f"invalid string length {n}")
+        raise ProtocolError(f"invalid {what} length {n}")
     b = io.read(n)
     if len(b) != n:
-        raise ProtocolError(f"string length {n} exceeds the bytes left")
+        raise ProtocolError(f"{what} length {n} exceeds the bytes left")
+    return b
+
+
+def read_string(io: BytesIO, compact: bool, nullable: bool) -> str | None:
+    b = _read_sized(io, compact, nullable, S_I16, "string")
+    if b is None:
+        return None
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -151,15 +159,7 @@ def write_string(io: BytesIO, value: str | None, compact: bool) -> None:
 
 
 def read_bytes(io: BytesIO, compact: bool, nullable: bool) -> bytes | None:
-    n = read_uvarint(io) - 1 if compact else S_I32.unpack(read_exact(io, 4))[0]
-    if n < 0:
-        if n == -1 and nullable:
-            return None
-        raise ProtocolError(f"invalid bytes length {n}")
-    b = io.read(n)
-    if len(b) != n:
-        raise ProtocolError(f"bytes length {n} exceeds the bytes left")
-    return b
+    return _read_sized(io, compact, nullable, S_I32, "bytes")
 
 
 def write_bytes(io: BytesIO, value: bytes | bytearray | memoryview | None, compact: bool) -> None:

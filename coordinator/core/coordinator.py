@@ -123,11 +123,9 @@ class Coordinator:
                   now_ms: int) -> int | None:
         """A Heartbeat's error code, without the request dict, token and Outcome of ``handle`` (the hot
         path). None when a timer is due: then ``handle`` must serve it, since it fires due timers too."""
-        env = self._env
-        bound = env.timers.lower_bound()  # _may_be_due, inlined
-        if bound is not None and bound <= now_ms:
+        if self._may_be_due(now_ms):
             return None
-        return heartbeat(env, now_ms, group_id, generation, member_id, instance_id)
+        return heartbeat(self._env, now_ms, group_id, generation, member_id, instance_id)
 
     def commit_offset(self, now_ms: int, version: int, group_id: str | None, generation: int, member_id: str,
                       instance_id: str | None, topic: str, partition: int, offset: int, leader_epoch: int | None,

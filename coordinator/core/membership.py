@@ -35,10 +35,6 @@ from .responses import error_response, leave_response, sync_response
 from .shard import ShardStatus
 
 _ACTIVE, _LOADING = ShardStatus.ACTIVE, ShardStatus.LOADING
-# Heartbeat's answers as module globals: reading an Enum member off its class costs several dict lookups
-_NONE, _INVALID_GROUP_ID, _NOT_COORDINATOR = Err.NONE, Err.INVALID_GROUP_ID, Err.NOT_COORDINATOR
-_UNKNOWN_MEMBER_ID, _FENCED_INSTANCE_ID = Err.UNKNOWN_MEMBER_ID, Err.FENCED_INSTANCE_ID
-_ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS = Err.ILLEGAL_GENERATION, Err.REBALANCE_IN_PROGRESS
 
 
 def _validate_member(group: Group, member_id: str, instance_id: str | None, generation: int) -> Err | None:
@@ -153,33 +149,14 @@ def handle_heartbeat(env: Env, fx: Effects, version: int, req: dict, token: obje
 
 def heartbeat(env: Env, now_ms: int, group_id: str, generation: int, member_id: str,
               instance_id: str | None) -> Err:
-    """The error a Heartbeat answers; a valid member of a non-Empty group has its session re-armed.
-
-    The hot path's one rule: ``_member_lookup`` (with ``while_loading`` NONE) and ``_validate_member``
-    inlined, check for check in the same order (tests/core checks both agree in every state)."""
-    if not group_id:
-        return _INVALID_GROUP_ID
-    shard = env.shard_of(group_id)
-    status = shard.status
-    if status is not _ACTIVE:
-        return _NONE if status is _LOADING else _NOT_COORDINATOR
-    group = shard.groups.get(group_id)
-    if group is None:
-        return _UNKNOWN_MEMBER_ID
-    if instance_id is not None:  # Group.is_static_fenced
-        current = group.static_members.get(instance_id)
-        if current is not None and current != member_id:
-            return _FENCED_INSTANCE_ID
-    member = group.members.get(member_id)
-    if member is None:
-        return _UNKNOWN_MEMBER_ID
-    if generation != group.generation:
-        return _ILLEGAL_GENERATION
-    state = group.state
-    if state is EMPTY:
-        return _UNKNOWN_MEMBER_ID
-    env.timers.schedule(("member", group_id, member_id), now_ms + member.session_timeout_ms)
-    return _REBALANCE_IN_PROGRESS if state is PREPARING else _NONE
+    """The error a Heartbeat answers; a valid member of a non-Empty group has its session re-armed."""
+    group, error = _member_lookup(env, group_id, member_id, instance_id, generation, while_loading=Err.NONE)
+    if error is not None:
+        return error
+    if group.state is EMPTY:
+        return Err.UNKNOWN_MEMBER_ID
+    env.timers.schedule(("member", group_id, member_id), now_ms + group.members[member_id].session_timeout_ms)
+    return Err.REBALANCE_IN_PROGRESS if group.state is PREPARING else Err.NONE
 
 
 # ---------------------------------------------------------------- LeaveGroup

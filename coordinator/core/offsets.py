@@ -56,20 +56,17 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
         fx.complete(token, offset_commit_response(
             [(t["name"], [(p["partition_index"], error) for p in t["partitions"]]) for t in topics]))
         return
-    retention = req.get("retention_time_ms", -1) if 2 <= version <= 4 else -1
-    expire = None if retention is None or retention == -1 else fx.now_ms + retention
+    expire = _expire_at(version, req.get("retention_time_ms", -1), fx.now_ms)
     results, written = [], []
     for t in topics:
         name, parts = t["name"], []
         for p in t["partitions"]:
             index = p["partition_index"]
-            metadata = p.get("committed_metadata") or ""
-            if len(metadata) > env.cfg.offset_metadata_max_bytes:
-                parts.append((index, Err.OFFSET_METADATA_TOO_LARGE))
+            value = _committed(env, version, p["committed_offset"], p.get("committed_leader_epoch"),
+                               p.get("committed_metadata"), fx.now_ms, expire)
+            if type(value) is not OffsetCommitValue:
+                parts.append((index, value))
                 continue
-            epoch = p.get("committed_leader_epoch", -1) if version >= 6 else -1
-            value = OffsetCommitValue(p["committed_offset"], -1 if epoch is None else epoch, metadata,
-                                      fx.now_ms, expire)
             fx.write(shard.shard_id, encode_offset_key(group_id, name, index), encode_offset_value(value))
             shard.pending_commits[(group_id, name, index)] += 1
             written.append((group_id, name, index))
@@ -80,14 +77,35 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
         _track_pending(fx, shard, token, results, written)
 
 
+def _committed(env: Env, version: int, offset: int, leader_epoch: int | None, metadata: str | None, now_ms: int,
+               expire: int | None) -> OffsetCommitValue | Err:
+    """One partition's committed value, or OFFSET_METADATA_TOO_LARGE (the epoch is on the wire from v6)."""
+    metadata = metadata or ""
+    if len(metadata) > env.cfg.offset_metadata_max_bytes:
+        return Err.OFFSET_METADATA_TOO_LARGE
+    epoch = -1 if version < 6 or leader_epoch is None else leader_epoch
+    return OffsetCommitValue(offset, epoch, metadata, now_ms, expire)
+
+
+def _expire_at(version: int, retention_ms: int | None, now_ms: int) -> int | None:
+    """The explicit expire timestamp of a v2-4 commit's retention time (None: the configured retention)."""
+    if not 2 <= version <= 4 or retention_ms is None or retention_ms == -1:
+        return None
+    return now_ms + retention_ms
+
+
+def _release_pending(shard: Shard, key: tuple[str, str, int]) -> None:
+    pending = shard.pending_commits
+    if key in pending:
+        pending[key] -= 1
+        if pending[key] <= 0:
+            del pending[key]
+
+
 def _track_pending(fx: Effects, shard: Shard, token: object, results: list, written: list) -> None:
     def release() -> None:
-        pending = shard.pending_commits
         for key in written:
-            if key in pending:
-                pending[key] -= 1
-                if pending[key] <= 0:
-                    del pending[key]
+            _release_pending(shard, key)
 
     def on_fail(fail_fx: Effects, error: int) -> None:
         release()
@@ -114,7 +132,7 @@ def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, genera
                metadata: str | None, retention_ms: int | None) -> Err | PendingCommit:
     """``handle_offset_commit`` for a request of one topic with one partition, without request dicts,
     Effects or hooks: the partition's error (nothing written), or the record to append. The same rules in
-    the same order; the caller applies ``commit_durable`` or ``commit_failed`` to the PendingCommit."""
+    the same order; the caller settles the PendingCommit with ``commit_settled``."""
     error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
     if error is not None:
         return error
@@ -124,13 +142,10 @@ def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, genera
                              instance_id if version >= 7 else None)
     if error is not None:
         return error
-    metadata = metadata or ""
-    if len(metadata) > env.cfg.offset_metadata_max_bytes:
-        return Err.OFFSET_METADATA_TOO_LARGE
-    epoch = -1 if version < 6 or leader_epoch is None else leader_epoch
-    retention = retention_ms if 2 <= version <= 4 else -1
-    expire = None if retention is None or retention == -1 else now_ms + retention
-    committed = OffsetCommitValue(offset, epoch, metadata, now_ms, expire)
+    committed = _committed(env, version, offset, leader_epoch, metadata, now_ms,
+                           _expire_at(version, retention_ms, now_ms))
+    if type(committed) is not OffsetCommitValue:
+        return committed
     tp = (topic, partition)
     shard.pending_commits[(group_id, topic, partition)] += 1
     return PendingCommit(shard.shard_id, encode_offset_key(group_id, topic, partition),
@@ -140,14 +155,9 @@ def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, genera
 def commit_settled(env: Env, pc: PendingCommit, durable: bool) -> None:
     """The PendingCommit's write is durable (its offset becomes visible, as replay would make it) or failed."""
     shard = env.shards[pc.shard_id]
-    pending = shard.pending_commits
-    key = (pc.group_id, pc.tp[0], pc.tp[1])
     if durable and shard.status is _ACTIVE:
         shard.put_offset(pc.group_id, pc.tp, pc.committed)
-    if key in pending:
-        pending[key] -= 1
-        if pending[key] <= 0:
-            del pending[key]
+    _release_pending(shard, (pc.group_id, pc.tp[0], pc.tp[1]))
 
 
 def _validate_commit(env: Env, now_ms: int, shard: Shard, group_id: str, generation: int, member_id: str,

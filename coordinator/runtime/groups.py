@@ -40,8 +40,7 @@ from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from protocol.hot_commit import offset_commit_answer
-from protocol.hotpath import HeartbeatDecoder, OneCommit, heartbeat_answer
+from protocol.hotpath import HeartbeatDecoder, OneCommit, heartbeat_answer, offset_commit_answer
 from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
 
 if TYPE_CHECKING:
@@ -234,33 +233,26 @@ class GroupService:
         if type(result) is not PendingCommit:
             slot.complete_frame(offset_commit_answer(version, slot.correlation_id, c.topic, c.partition, result))
             return True
+        settle = _CommitSettled(self, slot, result, c.topic, c.partition)
         try:
             plog = self.offsets_log(result.shard_id)
         except (StorageError, OSError) as e:
-            log.error("offsets partition %d unavailable for a commit: %s", result.shard_id, e)
-            self.core.commit_settled(result, durable=False)
-            slot.complete_frame(offset_commit_answer(version, slot.correlation_id, c.topic, c.partition,
-                                                     ErrorCode.NOT_COORDINATOR))
+            settle(e)
             return True
-        self.commit.stage(plog, [(result.key, result.value)],
-                          _CommitSettled(self, slot, result, c.topic, c.partition))
+        self.commit.stage(plog, [(result.key, result.value)], settle)
         return True
 
     def hot_heartbeat(self, payload: bytes) -> bytes | None:
         """A Heartbeat on the hot path: hand-decoded (memoised), answered by ``Coordinator.heartbeat``;
-        None = use the generic path (an unusual shape, or a timer is due). ``now_ms`` and
-        ``_rearm_if_earlier`` are inlined: this runs once per heartbeat."""
+        None = use the generic path (an unusual shape, or a timer is due)."""
         hb = self._heartbeats.decode(payload)
         if hb is None:
             return None
         version, group_id, generation, member_id, instance_id = hb
-        core = self.core
-        error = core.heartbeat(group_id, generation, member_id, instance_id, int(time.time() * 1000))
+        error = self.core.heartbeat(group_id, generation, member_id, instance_id, now_ms())
         if error is None:
             return None
-        bound = core.deadline_lower_bound()
-        if bound is not None and (self._armed is None or bound < self._armed):
-            self._timer_changed.set()
+        self._rearm_if_earlier()
         return heartbeat_answer(version, payload, error)
 
     def handle_find_coordinator(self, request: Request, slot: Slot) -> None:

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 
 import crc32c
 
+from protocol.record_batch import CorruptBatchError, parse_header
+
 from .errors import LogOfflineError, StorageError
 from .fs import FileSystem
 
@@ -119,7 +121,7 @@ class Journal:
             names = [n for n in j.fs.listdir(directory) if parse_file_name(n) is not None]
         except OSError as exc:
             raise StorageError(f"cannot open journal {directory}: {exc}") from exc
-        j._recovered = sorted(names, key=lambda n: parse_file_name(n) or 0)
+        j._recovered = sorted(names)  # zero-padded sequence numbers: name order is seq order
         return j
 
     def recovered(self) -> Iterator[JournalEntry]:
@@ -319,8 +321,6 @@ def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog
     to (the caller fsyncs them before ``reset``). An entry is applied only when its base offset is exactly
     the log end: below it the log already holds it (same offsets, same bytes), above it is a gap that cannot
     be filled (a warning; nothing is invented)."""
-    from protocol.record_batch import CorruptBatchError, parse_header
-
     stats = ReplayStats()
     touched: dict[int, PartitionLog] = {}
     for e in entries:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import codec, hot_commit
-from protocol.hot_commit import offset_commit_answer
+from protocol import codec, hotpath
+from protocol.hotpath import offset_commit_answer
 
 
 def generic(version: int, correlation_id: int, topic: str, partition: int, error: int) -> bytes:
@@ -27,8 +27,8 @@ def test_same_bytes_as_the_generic_encoder(version: int, correlation_id: int, to
 
 
 def test_the_cache_is_cleared_at_its_limit() -> None:
-    hot_commit._tails.clear()
-    for p in range(hot_commit.CACHE_LIMIT + 5):
+    hotpath._tails.clear()
+    for p in range(hotpath.ANSWER_CACHE_LIMIT + 5):
         offset_commit_answer(8, 1, "t", p, 0)
-    assert 0 < len(hot_commit._tails) <= hot_commit.CACHE_LIMIT
+    assert 0 < len(hotpath._tails) <= hotpath.ANSWER_CACHE_LIMIT
     assert offset_commit_answer(8, 7, "t", 3, 0) == generic(8, 7, "t", 3, 0)  # still right after a clear
