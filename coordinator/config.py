@@ -68,6 +68,8 @@ KEYS: tuple[Key, ...] = (
         "fsync of a shared journal instead of one fsync per partition (ours); false = per-partition fsyncs."),
     Key("log.journal.checkpoint.bytes", int, 32 << 20, "Journal: when its current file reaches this size, "
         "the partitions are fsynced in the background and older journal files are deleted (ours).", 1 << 16),
+    Key("log.journal.fsync.process", bool, True, "Journal: fsync it in a small child process, so a "
+        "round's fsync never waits for the server's GIL (ours); false = in a worker thread."),
     Key("hot.path.enable", bool, True, "Serve Heartbeat and plain OffsetCommit with hand-written codecs "
         "(ours); false = the generic codec for every request."),
     Key("shutdown.grace.ms", int, 10_000, "On SIGTERM, time given to in-flight requests (ours).", 0),

@@ -27,6 +27,7 @@ from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupS
 from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config
 from coordinator.storage.compaction import compact
 from coordinator.storage.errors import StorageError
+from coordinator.storage.fsync_process import FsyncProcess
 from coordinator.storage.journal import Journal
 from coordinator.storage.manager import LogManager
 from coordinator.storage_errors import StartupError
@@ -85,7 +86,7 @@ class Broker:
         except (StorageError, OSError) as e:
             raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
         self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics, self.journal,
-                                  self.config["log.journal.checkpoint.bytes"])
+                                  self.config["log.journal.checkpoint.bytes"], self._fsync_child())
         self.groups = GroupService(self, self.logs, self.commit)
         self.topic_service = ts = TopicService(self, self.logs, self.commit)
         for key in SUPPORTED_APIS:
@@ -97,6 +98,16 @@ class Broker:
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
                               22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})
+
+    def _fsync_child(self) -> FsyncProcess | None:
+        """The journal's fsync child process (None: journal off, disabled, or it could not be spawned)."""
+        if self.journal is None or not self.config["log.journal.fsync.process"]:
+            return None
+        try:
+            return FsyncProcess.start()
+        except OSError as e:
+            log.warning("fsync child process not started (%s); the journal is fsynced in worker threads", e)
+            return None
 
     @asynccontextmanager
     async def running(self, nursery: trio.Nursery) -> AsyncIterator[None]:

@@ -17,7 +17,8 @@ Rules:
 - I/O goes straight to the socket's file descriptor (non-blocking ``recv``/``send``, parking in trio's
   ``wait_readable``/``wait_writable`` only when the kernel says EAGAIN): trio's stream API adds a scheduler
   round trip to every successful call, which costs as much as serving a heartbeat. Fairness is kept by
-  hand: a read that found data at once is followed, before the next read, by a checkpoint.
+  hand: a read that found data at once is followed by a checkpoint before its data is served (a read that
+  had to wait for data already let the others run, and costs no extra turn).
   In-memory test streams (no socket) use the stream API.
 - At most ``max.inflight.requests.per.connection`` slots are open; the reader stops reading until the writer
   frees one (back-pressure instead of unbounded buffering).
@@ -102,7 +103,6 @@ class Connection:
         self.closed = False
         sock = getattr(stream, "socket", None)
         self._fd: int | None = sock.fileno() if sock is not None else None  # trio's socket owns and closes it
-        self._yielded = True  # whether the reader waited for data at its last read (else it checkpoints)
 
     def wake(self) -> None:
         """A slot completed outside this connection's reader (a rebalance, a durable write). When it was the
@@ -152,15 +152,17 @@ class Connection:
         fd = self._fd
         if fd is None:
             return await self.stream.receive_some(65536)
-        if not self._yielded:
-            await trio.lowlevel.checkpoint()
-        self._yielded = False
-        while True:
-            try:
-                return os.read(fd, 65536)
-            except BlockingIOError:
-                self._yielded = True
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            while True:  # parking for data is this turn's scheduling point
                 await trio.lowlevel.wait_readable(fd)
+                try:
+                    return os.read(fd, 65536)
+                except BlockingIOError:
+                    pass
+        await trio.lowlevel.checkpoint()  # data was there at once: let the others run before serving it
+        return data
 
     async def _send(self, data: bytes) -> None:
         fd = self._fd

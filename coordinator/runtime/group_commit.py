@@ -22,6 +22,11 @@ Rules:
   thread, while rounds go on), and then the older journal files are deleted. A journal error fails every
   journaled write of that round and later ones (never retried); if a checkpoint cannot fsync a log, journal
   files are kept from then on, so a restart can still replay them.
+- Fsync child (``fsyncer`` given; the server's default): a round with journaled writes only hands the
+  journal's fdatasync to that child process and waits for its answer on a socket, without a worker thread
+  (a thread returning from fsync must win the GIL back from the busy event loop). An errno it answers is a
+  journal fsync error as above. If the child stops serving, that round and every later one fsync in a
+  worker thread (the lost answer proves nothing, so the fsync is done again).
 - Callbacks run on the trio thread, in the order their writes were appended per log.
 """
 
@@ -37,6 +42,7 @@ import trio
 
 from coordinator.metrics import Metrics
 from coordinator.storage.errors import LogOfflineError, StorageError
+from coordinator.storage.fsync_process import FsyncProcess, FsyncProcessGone
 from coordinator.storage.journal import Journal
 from coordinator.storage.log import AppendInfo, PartitionLog
 from protocol.record_batch import build_batch
@@ -52,10 +58,11 @@ CHECKPOINT_BYTES = 32 << 20
 
 class GroupCommit:
     def __init__(self, linger_ms: int, metrics: Metrics | None = None, journal: Journal | None = None,
-                 checkpoint_bytes: int = CHECKPOINT_BYTES) -> None:
+                 checkpoint_bytes: int = CHECKPOINT_BYTES, fsyncer: FsyncProcess | None = None) -> None:
         self.linger = linger_ms / 1000
         self.metrics = metrics
         self.journal = journal
+        self.fsyncer = fsyncer  # the journal's round fsync goes to this child process while it serves
         self.checkpoint_bytes = checkpoint_bytes
         # journaled appends not yet covered by a journal fsync: (log, its next offset after the batch)
         self._marks: list[tuple[PartitionLog, int]] = []
@@ -161,10 +168,12 @@ class GroupCommit:
         return self._keep_journal or any(plog.offline for plog in self._journal_logs)
 
     def close(self) -> None:
-        """Stop the fsync pool (after the last ``flush_now``)."""
+        """Stop the fsync pool and the fsync child (after the last ``flush_now``)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        if self.fsyncer is not None:
+            self.fsyncer.close()
 
     async def flush_now(self) -> None:
         self._append_staged()
@@ -175,9 +184,12 @@ class GroupCommit:
         if not dirty and not marks:
             return
         t0 = time.perf_counter()
-        if len(dirty) > 1 and self._pool is None:
-            self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
-        results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool, self.journal if marks else None)
+        if not dirty and self.fsyncer is not None and self.fsyncer.dead is None:
+            results = await self._sync_journal_in_child()
+        else:
+            if len(dirty) > 1 and self._pool is None:
+                self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
+            results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool, self.journal if marks else None)
         self.rounds += 1
         if self.metrics is not None:
             self.metrics.flush_seconds.observe(time.perf_counter() - t0)
@@ -198,6 +210,28 @@ class GroupCommit:
                 self._waiters.append((plog, last, cb))  # appended after the fsync began: next round
         if self._waiters:
             self._kick.set()
+
+    async def _sync_journal_in_child(self) -> dict[PartitionLog | None, int | Exception]:
+        """A round with journaled writes only: the journal's fsync by the child process, awaited like a socket
+        (results shaped as ``_flush_all``'s). If the child stops serving, this round and every later one
+        fsync in a worker thread instead (again: an answer that never came proves nothing)."""
+        journal, child = self.journal, self.fsyncer
+        assert journal is not None and child is not None
+        tokens: list[int] = []
+        try:
+            plan = journal.begin_sync(lambda fds: tokens.append(child.submit(fds)))
+            error = None
+            if tokens:
+                while (errno := child.reply(tokens[0])) is None:
+                    await trio.lowlevel.wait_readable(child.fileno())
+                error = OSError(errno, os.strerror(errno)) if errno else None
+            journal.end_sync(plan, error)
+        except StorageError as e:
+            return {None: e}
+        except FsyncProcessGone as e:
+            log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+            return await trio.to_thread.run_sync(_flush_all, [], None, journal)
+        return {}
 
 
 def _flush_all(logs: list[PartitionLog], pool: ThreadPoolExecutor | None, journal: Journal | None

@@ -13,7 +13,9 @@ Rules:
   returns the journal position after it. Positions count bytes over the journal's life since ``open``.
 - ``sync()`` fdatasyncs every file holding unsynced bytes and returns the position everything below which is
   durable. It may run in a worker thread while appends continue; it never claims bytes appended after it
-  started.
+  started. ``begin_sync(submit)``/``end_sync(plan, error)`` are the same in two halves, for an fsync done by
+  another process on the same files (``fsync_process``); a failure reported to ``end_sync`` takes the
+  journal offline exactly as a failed ``sync()`` does.
 - Checkpoints: ``prepare_file()`` creates the next file durably (write header, fsync file, fsync directory;
   any thread), ``switch_to(file)`` makes it the append target (instant, on the appending thread), and
   ``drop_before(seq)`` deletes older files once the caller has fsynced every log they cover.
@@ -72,6 +74,13 @@ class _File:
     size: int  # bytes in the file (header included)
     start: int  # journal position of the file's first byte
     synced: int = 0  # journal position up to which this file is fsynced
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPlan:
+    target: int  # the journal position durable once every file below is synced
+    files: list[_File]  # files with unsynced bytes
+    ends: list[int]  # for each, the journal position its sync covers
 
 
 def file_name(seq: int) -> str:
@@ -235,20 +244,38 @@ class Journal:
     def sync(self) -> int:
         """fsync what was appended before this call; returns the durable journal position."""
         with self._sync_lock:
-            with self._lock:
-                self._check_online()
-                target = self._end
-                todo = [f for f in self._files if f.synced < f.start + f.size - HEADER.size]
-                ends = [f.start + f.size - HEADER.size for f in todo]
+            plan = self._plan_sync()
             try:
-                for f in todo:
+                for f in plan.files:
                     self.fs.fsync(f.fd)
             except OSError as exc:
                 raise self._go_offline("fsync", exc) from exc
-            with self._lock:
-                for f, e in zip(todo, ends):
-                    f.synced = max(f.synced, e)
-            return target
+            return self.end_sync(plan, None)
+
+    def begin_sync(self, submit: Callable[[list[int]], object]) -> SyncPlan:
+        """The first half of a sync done elsewhere (another process): ``submit`` is called with the
+        descriptors to fdatasync, in order, while no checkpoint can close them (skipped when there are
+        none). The caller passes the plan and the outcome to ``end_sync``."""
+        with self._sync_lock:
+            plan = self._plan_sync()
+            if plan.files:
+                submit([f.fd for f in plan.files])
+            return plan
+
+    def end_sync(self, plan: SyncPlan, error: OSError | None) -> int:
+        """Record a sync's outcome: the durable journal position, or offline for good on an error."""
+        if error is not None:
+            raise self._go_offline("fsync", error) from error
+        with self._lock:
+            for f, e in zip(plan.files, plan.ends):
+                f.synced = max(f.synced, e)
+        return plan.target
+
+    def _plan_sync(self) -> SyncPlan:
+        with self._lock:
+            self._check_online()
+            todo = [f for f in self._files if f.synced < f.start + f.size - HEADER.size]
+            return SyncPlan(self._end, todo, [f.start + f.size - HEADER.size for f in todo])
 
     # ------------------------------------------------------------------ checkpoints
     def prepare_file(self, seq: int | None = None) -> _File:

@@ -1,11 +1,14 @@
 """Group commit through the journal: a round fsyncs the journal once (not each log), releases every staged
 write with its log's high watermark past it, a checkpoint fsyncs the logs and drops old journal files, and a
-journal fsync error fails the round's writes and every later one."""
+journal fsync error fails the round's writes and every later one. With an fsync child process the round's
+fsync is the child's; an errno it reports fails the round the same way, and a child that died makes the
+round (and later ones) fsync in a worker thread instead, acknowledging nothing on the lost answer."""
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
 from pathlib import Path
 
 import trio
@@ -13,6 +16,7 @@ import trio
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.storage.errors import LogOfflineError
 from coordinator.storage.fs import FileSystem
+from coordinator.storage.fsync_process import FsyncProcess
 from coordinator.storage.journal import Journal
 from coordinator.storage.log import PartitionLog
 
@@ -109,3 +113,85 @@ async def test_a_journal_fsync_error_fails_the_round_and_every_later_write(tmp_p
     await gc.flush_now()
     assert len(got) == 2 and isinstance(got[1], LogOfflineError)
     assert journal.offline
+
+
+class RecordingChild(FsyncProcess):
+    """The real child, with the requests counted and, on demand, an errno put in place of its answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+        self.errno = 0
+
+    def submit(self, fds: list[int]) -> int:
+        self.requests += 1
+        return super().submit(fds)
+
+    def reply(self, token: int) -> int | None:
+        got = super().reply(token)
+        return self.errno if got is not None and self.errno else got
+
+
+async def test_with_an_fsync_child_the_round_fsync_is_the_childs(tmp_path: Path) -> None:
+    fs, journal, logs, _ = setup(tmp_path)
+    child = RecordingChild.start()
+    gc = GroupCommit(0, journal=journal, fsyncer=child)
+    try:
+        got: list[Exception | None] = []
+        for plog in logs:
+            gc.stage(plog, [(b"k", b"v")], got.append)
+        await gc.flush_now()
+        assert got == [None, None, None]
+        assert [p.high_watermark for p in logs] == [1, 1, 1]
+        assert child.requests == 1 and fs.fsynced == []  # no fsync in this process
+        gc.stage(logs[0], [(b"k", b"v")], got.append)
+        await gc.flush_now()
+        assert got[3:] == [None] and child.requests == 2 and logs[0].high_watermark == 2
+    finally:
+        gc.close()
+    assert child.dead == "closed"
+
+
+async def test_an_errno_from_the_child_fails_the_round_and_every_later_write(tmp_path: Path) -> None:
+    fs, journal, logs, _ = setup(tmp_path)
+    child = RecordingChild.start()
+    gc = GroupCommit(0, journal=journal, fsyncer=child)
+    try:
+        got: list[Exception | None] = []
+        gc.stage(logs[0], [(b"k", b"v")], got.append)
+        child.errno = errno.EIO
+        await gc.flush_now()
+        assert len(got) == 1 and isinstance(got[0], LogOfflineError) and "Input/output" in str(got[0])
+        assert logs[0].high_watermark == 0 and journal.offline
+        child.errno = 0
+        gc.stage(logs[1], [(b"k", b"v")], got.append)
+        await gc.flush_now()
+        assert len(got) == 2 and isinstance(got[1], LogOfflineError)
+        assert logs[1].high_watermark == 0
+    finally:
+        gc.close()
+
+
+async def test_a_dead_child_makes_rounds_fsync_in_a_thread(tmp_path: Path) -> None:
+    fs, journal, logs, _ = setup(tmp_path)
+    child = RecordingChild.start()
+    gc = GroupCommit(0, journal=journal, fsyncer=child)
+    try:
+        got: list[Exception | None] = []
+        gc.stage(logs[0], [(b"k", b"v")], got.append)
+        await gc.flush_now()
+        assert got == [None] and fs.fsynced == []
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        os.waitpid(child.pid, 0)
+        gc.stage(logs[1], [(b"k", b"v")], got.append)
+        await gc.flush_now()
+        # the answer never came: this process fsynced the journal itself before acknowledging
+        assert got == [None, None] and logs[1].high_watermark == 1
+        assert len(fs.fsynced) == 1 and "/journal/" in fs.fsynced[0]
+        assert child.dead is not None and not journal.offline
+        gc.stage(logs[2], [(b"k", b"v")], got.append)
+        await gc.flush_now()
+        assert got == [None, None, None] and len(fs.fsynced) == 2
+    finally:
+        gc.close()

@@ -1,0 +1,125 @@
+"""The fsync child process: it fdatasyncs the descriptors it is sent and answers with their token, reports
+an fsync's errno, skips answers nobody waits for any more, exits when its socket closes, and a child that
+died makes every later call raise FsyncProcessGone instead of hanging."""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coordinator.storage.fsync_process import MAX_FDS, FsyncProcess, FsyncProcessGone
+
+
+@pytest.fixture
+def child() -> Iterator[FsyncProcess]:
+    proc = FsyncProcess.start()
+    try:
+        yield proc
+    finally:
+        proc.close()
+
+
+def wait_reply(proc: FsyncProcess, token: int, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (got := proc.reply(token)) is None:
+        left = deadline - time.monotonic()
+        assert left > 0, "no answer from the fsync child"
+        select.select([proc.fileno()], [], [], left)
+    return got
+
+
+def gone(pid: int) -> bool:
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return waited == pid
+
+
+def test_files_sent_are_fsynced_and_answered_in_order(child: FsyncProcess, tmp_path: Path) -> None:
+    fds = [os.open(tmp_path / f"f{i}", os.O_RDWR | os.O_CREAT) for i in range(3)]
+    try:
+        for fd in fds:
+            os.write(fd, b"data")
+        first = child.submit(fds)
+        second = child.submit(fds[:1])
+        assert second == first + 1
+        assert wait_reply(child, first) == 0
+        assert wait_reply(child, second) == 0
+        # the child closed its copies: ours still work
+        assert os.pread(fds[0], 4, 0) == b"data"
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def test_an_fsync_error_is_answered_with_its_errno(child: FsyncProcess) -> None:
+    r, w = os.pipe()  # fdatasync of a pipe fails with EINVAL
+    try:
+        assert wait_reply(child, child.submit([r])) == errno.EINVAL
+        assert child.dead is None  # an fsync error is the file's problem, not the child's
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_an_answer_nobody_waits_for_is_skipped(child: FsyncProcess, tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        abandoned = child.submit([fd])  # its waiter was cancelled: the answer is never read
+        latest = child.submit([fd])
+        assert latest > abandoned
+        assert wait_reply(child, latest) == 0
+    finally:
+        os.close(fd)
+
+
+def test_requests_carry_one_to_max_fds(child: FsyncProcess) -> None:
+    with pytest.raises(ValueError):
+        child.submit([])
+    with pytest.raises(ValueError):
+        child.submit([0] * (MAX_FDS + 1))
+
+
+def test_a_killed_child_makes_every_later_call_raise(tmp_path: Path) -> None:
+    proc = FsyncProcess.start()
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        assert wait_reply(proc, proc.submit([fd])) == 0
+        pid = proc.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        with pytest.raises(FsyncProcessGone):
+            wait_reply(proc, proc.submit([fd]))
+        assert proc.dead is not None
+        with pytest.raises(FsyncProcessGone):
+            proc.submit([fd])
+    finally:
+        os.close(fd)
+        proc.close()
+
+
+def test_the_child_exits_when_its_socket_closes(tmp_path: Path) -> None:
+    proc = FsyncProcess.start()
+    pid = proc.pid
+    assert pid is not None
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        assert wait_reply(proc, proc.submit([fd])) == 0  # serving: its SIGINT handler is in place
+    finally:
+        os.close(fd)
+    os.kill(pid, signal.SIGINT)  # ignored: a Ctrl-C meant for the server must not stop its fsyncs
+    time.sleep(0.2)
+    assert not gone(pid)
+    proc.close(timeout=10)
+    assert gone(pid)
+    with pytest.raises(FsyncProcessGone):
+        proc.fileno()
