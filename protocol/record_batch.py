@@ -609,6 +609,43 @@ def build_batch(
     )
 
 
+def build_kv_batch(records: Sequence[tuple[bytes | None, bytes | None]], timestamp: int) -> bytes:
+    """``build_batch([(key, value, (), timestamp) for ...])`` byte for byte (base offset 0, no producer, no
+    compression), for the group commit's own records: one timestamp, no headers; varints of small numbers
+    come from a table."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    small = _SMALL_VARINT
+    limit = len(small)
+    parts = []
+    append = parts.append
+    for delta, (key, value) in enumerate(records):
+        if key is None:
+            k = b"\x01"  # zigzag(-1): null
+        else:
+            n = len(key)
+            k = (small[n] if n < limit else encode_varint(n)) + key
+        if value is None:
+            v = b"\x01"
+        else:
+            n = len(value)
+            v = (small[n] if n < limit else encode_varint(n)) + value
+        # attributes 0, timestamp delta 0, offset delta, key, value, header count 0
+        body = b"".join((b"\x00\x00", small[delta] if delta < limit else encode_varint(delta), k, v, b"\x00"))
+        n = len(body)
+        append(small[n] if n < limit else encode_varint(n))
+        append(body)
+    out = bytearray(HEADER_SIZE)
+    out += b"".join(parts)
+    HEADER.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, 0, len(records) - 1, timestamp, timestamp,
+                     -1, -1, -1, len(records))
+    _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+_SMALL_VARINT = [encode_varint(n) for n in range(1024)]  # zigzag varints of 0..1023 (one or two bytes)
+
+
 def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
     """A batch holding a subset of `header`'s records, keeping their offsets, timestamps and the
     header's producer fields, codec and attributes (used by compaction)."""

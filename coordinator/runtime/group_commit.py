@@ -4,7 +4,8 @@ Rules:
 - ``append`` writes to the OS page cache at once (on the trio thread; it is a positional write) and marks
   the log dirty. ``stage(log, records, callback)`` defers the write instead: every record staged for a log
   during a round becomes ONE record batch, appended at the start of the next flush round (offsets commits
-  from many connections cost one batch, one write and one fsync).
+  from many connections cost one batch, one write and one fsync). The batch is built by ``build_kv_batch``
+  and appended unchecked (``append_own``): it never came from a client.
 - ``when_durable(log, last_offset, callback)`` calls ``callback(None)`` once an fsync covering
   ``last_offset`` has returned, or ``callback(error)`` if the log went offline: a response that depends on a
   write is released only through these callbacks, so nothing is acknowledged before it is durable.
@@ -15,7 +16,8 @@ Rules:
   event loop far more than a pool hop, and a round may touch all 50 offsets partitions. An fsync error takes that log offline
   (storage never retries); its waiters get the error, other logs are unaffected.
 - Journal (``journal`` given; the default for the offsets partitions): a staged batch is appended to its
-  log AND to the shared journal (both page-cache writes); the round then fsyncs the journal alone, one fsync
+  log AND to the shared journal (both page-cache writes; the round's journal entries go in one write, and a
+  failed journal write fails every write of the round); the round then fsyncs the journal alone, one fsync
   however many logs it touched, and tells each log how far it is durable (``note_durable``). A log's own
   files are fsynced by a checkpoint: when the journal's current file passes ``checkpoint_bytes``, a new
   journal file takes the appends, every log written since the previous checkpoint is fsynced (in a worker
@@ -45,7 +47,7 @@ from coordinator.storage.errors import LogOfflineError, StorageError
 from coordinator.storage.fsync_process import FsyncProcess, FsyncProcessGone
 from coordinator.storage.journal import Journal
 from coordinator.storage.log import AppendInfo, PartitionLog
-from protocol.record_batch import build_batch
+from protocol.record_batch import build_kv_batch
 
 log = logging.getLogger("groupcoord.group_commit")
 
@@ -120,25 +122,41 @@ class GroupCommit:
 
     def _append_staged(self) -> None:
         staged, self._staged = self._staged, {}
+        if not staged:
+            return
         now = int(time.time() * 1000)
         journal = self.journal
+        entries: list[tuple[str, int, bytes]] = []  # the round's journal entries: one write for all
+        written: list[tuple[PartitionLog, AppendInfo, list[Callback]]] = []
         for plog, (records, callbacks) in staged.items():
-            batch = build_batch([(k, v, (), now) for k, v in records])
+            batch = build_kv_batch(records, now)
             try:
                 if journal is None:
                     info = self.append(plog, [batch])
                 else:
-                    info = plog.append([batch])
-                    journal.append(_name(plog), info.base_offset, batch)
-                    self._marks.append((plog, info.last_offset + 1))
-                    self._journaled[plog] = None
-                    self._journal_logs.add(plog)
+                    info = plog.append_own(batch, len(records), now)
+                    entries.append((plog.name, info.base_offset, batch))
             except (StorageError, OSError) as e:
-                for cb in callbacks:
-                    _call(cb, e if isinstance(e, StorageError) else LogOfflineError(str(e)))
+                _fail(callbacks, e)
                 continue
+            written.append((plog, info, callbacks))
+        if entries:
+            assert journal is not None
+            try:
+                journal.append_many(entries)
+            except (StorageError, OSError) as e:  # nothing of this round can become durable
+                for _, _, callbacks in written:
+                    _fail(callbacks, e)
+                return
+        waiters = self._waiters
+        for plog, info, callbacks in written:
+            if journal is not None:
+                self._marks.append((plog, info.last_offset + 1))
+                self._journaled[plog] = None
+                self._journal_logs.add(plog)
+            last = info.last_offset
             for cb in callbacks:
-                self._waiters.append((plog, info.last_offset, cb))
+                waiters.append((plog, last, cb))
 
     async def checkpoint(self) -> None:
         """Let the journal's older files go: new appends go to a new file, every log written since the last
@@ -219,7 +237,7 @@ class GroupCommit:
         assert journal is not None and child is not None
         tokens: list[int] = []
         try:
-            plan = journal.begin_sync(lambda fds: tokens.append(child.submit(fds)))
+            plan = journal.begin_sync(lambda fds, key: tokens.append(child.submit(fds, key)))
             error = None
             if tokens:
                 while (errno := child.reply(tokens[0])) is None:
@@ -259,12 +277,14 @@ def _flush_logs(logs: list[PartitionLog]) -> int:
     return sum(1 for plog in logs if isinstance(_flush(plog), Exception))
 
 
-def _name(plog: PartitionLog) -> str:
-    return os.path.basename(plog.directory)
-
-
 def _flush_chunk(logs: list[PartitionLog]) -> dict[PartitionLog, int | Exception]:
     return {plog: _flush(plog) for plog in logs}
+
+
+def _fail(callbacks: list[Callback], e: Exception) -> None:
+    error = e if isinstance(e, StorageError) else LogOfflineError(str(e))
+    for cb in callbacks:
+        _call(cb, error)
 
 
 def _call(callback: Callback, error: Exception | None) -> None:

@@ -8,10 +8,12 @@ answers with one small message that the event loop waits for like any socket.
 Rules:
 - ``FsyncProcess.start()`` spawns ``python -I -S <this file> FD``: the child imports only the standard
   library and serves one ``socketpair(AF_UNIX, SOCK_SEQPACKET)`` end.
-- A request is an 8-byte token with 1..``MAX_FDS`` file descriptors attached (SCM_RIGHTS: the child gets its
-  own references to the same open files, so closing ours afterwards changes nothing). The child fdatasyncs
-  them in order, closes its copies and answers ``token | errno`` (0: all durable; else the first failure's
-  errno, and the files after it are not synced). Requests are served one at a time, in order.
+- A request is an 8-byte token, with 1..``MAX_FDS`` file descriptors attached (SCM_RIGHTS: the child gets
+  its own references to the same open files, so closing ours afterwards changes nothing) or with none,
+  meaning "the same files as the last request" (``submit(fds, key)`` sends them only when ``key`` differs
+  from the previous request's; the child then closes the copies it held). The child fdatasyncs them in
+  order and answers ``token | errno`` (0: all durable; else the first failure's errno, and the files after
+  it are not synced). Requests are served one at a time, in order.
 - fdatasync acts on the file, not on the descriptor: the child's fsync makes durable what this process
   wrote through its own descriptor. An fsync error is reported to every descriptor of the file opened before
   the error, so the child sees it as ours would.
@@ -50,6 +52,7 @@ class FsyncProcess:
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._token = 0
+        self._key: object = None  # the files the child holds (the last request's key)
         self.dead: str | None = "not started"
 
     @classmethod
@@ -85,15 +88,22 @@ class FsyncProcess:
             self.dead = why
         return FsyncProcessGone(self.dead)
 
-    def submit(self, fds: list[int]) -> int:
-        """Ask for an fdatasync of ``fds`` (in order); returns the token its answer will carry."""
+    def submit(self, fds: list[int], key: object = None) -> int:
+        """Ask for an fdatasync of ``fds`` (in order); returns the token its answer will carry. ``key`` names
+        the set of files: when it equals the previous request's (and is not None), the descriptors are not
+        sent again and the child uses the copies it kept."""
         if self.dead is not None or self._sock is None:
             raise FsyncProcessGone(self.dead or "closed")
         if not 0 < len(fds) <= MAX_FDS:
             raise ValueError(f"an fsync request carries 1 to {MAX_FDS} descriptors, not {len(fds)}")
         self._token += 1
         try:
-            socket.send_fds(self._sock, [REQUEST.pack(self._token)], fds)
+            if key is not None and key == self._key:
+                self._sock.send(REQUEST.pack(self._token))
+            else:
+                self._key = None  # until this send succeeded
+                socket.send_fds(self._sock, [REQUEST.pack(self._token)], fds)
+                self._key = key
         except OSError as e:  # EPIPE/ECONNRESET (child gone), EAGAIN (child stuck): either way, not serving
             raise self._fail(f"fsync request failed: {e}") from e
         return self._token
@@ -136,6 +146,7 @@ class FsyncProcess:
 
 def serve(sock: socket.socket) -> None:
     """The child's loop: one request at a time until EOF."""
+    held: list[int] = []  # the files of the last request that carried some
     while True:
         try:
             msg, fds, flags, _ = socket.recv_fds(sock, 64, MAX_FDS)
@@ -143,18 +154,20 @@ def serve(sock: socket.socket) -> None:
             continue
         if not msg and not fds:
             return
+        if fds:
+            for fd in held:
+                os.close(fd)
+            held = fds
         err = 0
-        if len(msg) != REQUEST.size or flags & socket.MSG_CTRUNC or not fds:
+        if len(msg) != REQUEST.size or flags & socket.MSG_CTRUNC or not held:
             err = 22  # EINVAL: a request we cannot have been sent
         else:
-            for fd in fds:
+            for fd in held:
                 try:
                     os.fdatasync(fd)
                 except OSError as e:
                     err = e.errno or 5
                     break
-        for fd in fds:
-            os.close(fd)
         token = REQUEST.unpack(msg)[0] if len(msg) == REQUEST.size else 0
         try:
             sock.send(REPLY.pack(token, err))

@@ -10,7 +10,8 @@ Rules:
   the newest file. An entry is ``u32 size | u32 crc32c(body) | body`` where body is
   ``u16 name length | name (UTF-8, the partition directory name) | i64 base offset | record batch bytes``.
 - ``append`` writes one entry into the page cache with one positional write (on the caller's thread) and
-  returns the journal position after it. Positions count bytes over the journal's life since ``open``.
+  returns the journal position after it; ``append_many`` writes several with one write. Positions count
+  bytes over the journal's life since ``open``.
 - ``sync()`` fdatasyncs every file holding unsynced bytes and returns the position everything below which is
   durable. It may run in a worker thread while appends continue; it never claims bytes appended after it
   started. ``begin_sync(submit)``/``end_sync(plan, error)`` are the same in two halves, for an fsync done by
@@ -29,12 +30,13 @@ Rules:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import crc32c
@@ -74,6 +76,10 @@ class _File:
     size: int  # bytes in the file (header included)
     start: int  # journal position of the file's first byte
     synced: int = 0  # journal position up to which this file is fsynced
+    uid: int = field(default_factory=lambda: next(_FILE_UIDS))  # never reused in this process, unlike fds
+
+
+_FILE_UIDS = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +233,12 @@ class Journal:
     # ------------------------------------------------------------------ append / sync
     def append(self, name: str, base_offset: int, batch: bytes | bytearray | memoryview) -> int:
         """Write one entry (page cache only); returns the journal position after it."""
-        data = encode_entry(name, base_offset, batch)
+        return self.append_many([(name, base_offset, batch)])
+
+    def append_many(self, entries: Iterable[tuple[str, int, bytes | bytearray | memoryview]]) -> int:
+        """Write entries (name, base offset, batch) in order with one positional write; returns the journal
+        position after them. A failed write leaves none of them counted."""
+        data = b"".join([encode_entry(name, base, batch) for name, base, batch in entries])
         with self._lock:
             self._check_online()
             f = self._files[-1]
@@ -252,14 +263,15 @@ class Journal:
                 raise self._go_offline("fsync", exc) from exc
             return self.end_sync(plan, None)
 
-    def begin_sync(self, submit: Callable[[list[int]], object]) -> SyncPlan:
-        """The first half of a sync done elsewhere (another process): ``submit`` is called with the
-        descriptors to fdatasync, in order, while no checkpoint can close them (skipped when there are
-        none). The caller passes the plan and the outcome to ``end_sync``."""
+    def begin_sync(self, submit: Callable[[list[int], tuple[int, ...]], object]) -> SyncPlan:
+        """The first half of a sync done elsewhere (another process): ``submit(fds, key)`` is called with the
+        descriptors to fdatasync, in order, and a key naming those open files (never reused), while no
+        checkpoint can close them (skipped when there are none). The caller passes the plan and the outcome to
+        ``end_sync``."""
         with self._sync_lock:
             plan = self._plan_sync()
             if plan.files:
-                submit([f.fd for f in plan.files])
+                submit([f.fd for f in plan.files], tuple(f.uid for f in plan.files))
             return plan
 
     def end_sync(self, plan: SyncPlan, error: OSError | None) -> int:

@@ -86,6 +86,7 @@ class PartitionLog:
 
     def __init__(self, directory: str, config: LogConfig, fs: FileSystem) -> None:
         self.directory = directory
+        self.name = os.path.basename(directory)  # e.g. "__consumer_offsets-7" (the journal's name for it)
         self.config = config
         self.fs = fs
         self._segments: list[Segment] = []
@@ -299,8 +300,17 @@ class PartitionLog:
         """Assign offsets to whole v2 batches and write them; returns (base offset, last offset)."""
         if not batches:
             raise ValueError("append needs at least one batch")
-        headers = [self._check_batch(b) for b in batches]
-        total = sum(h.size for h in headers)
+        metas = [(h.size, h.last_offset_delta, h.max_timestamp) for h in map(self._check_batch, batches)]
+        return self._append(batches, metas, leader_epoch)
+
+    def append_own(self, batch: bytes, record_count: int, max_timestamp: int) -> AppendInfo:
+        """Append one batch this process built itself (``build_kv_batch``: ``record_count`` records, offset
+        deltas from 0): not parsed or CRC-checked again."""
+        return self._append((batch,), [(len(batch), record_count - 1, max_timestamp)], None)
+
+    def _append(self, batches: Sequence[bytes | bytearray | memoryview], metas: list[tuple[int, int, int]],
+                leader_epoch: int | None) -> AppendInfo:
+        total = sum(m[0] for m in metas)
         with self._append_lock:
             with self._lock:
                 self._check_online()
@@ -310,7 +320,7 @@ class PartitionLog:
                 self._roll()
             with self._lock:
                 self._check_online()
-                return self._write_locked(batches, headers, total, leader_epoch)
+                return self._write_locked(batches, metas, total, leader_epoch)
 
     def _check_batch(self, batch: bytes | bytearray | memoryview) -> BatchHeader:
         if self.config.verify_crc_on_append:
@@ -320,23 +330,25 @@ class PartitionLog:
             raise CorruptBatchError(f"batch declares {header.size} bytes, {len(batch)} given")
         return header
 
-    def _write_locked(self, batches: Sequence[bytes | bytearray | memoryview], headers: list[BatchHeader],
+    def _write_locked(self, batches: Sequence[bytes | bytearray | memoryview], metas: list[tuple[int, int, int]],
                       total: int, leader_epoch: int | None) -> AppendInfo:
+        """``metas``: per batch (size, last offset delta, max timestamp)."""
         seg = self._segments[-1]
         buf = bytearray(total)
         entries = []
         pos = 0
         offset = first = seg.next_offset
         max_ts = seg.max_timestamp
-        for batch, h in zip(batches, headers):
-            buf[pos:pos + h.size] = batch
+        for batch, (size, last_delta, batch_max_ts) in zip(batches, metas):
+            buf[pos:pos + size] = batch
             buf[pos:pos + 8] = offset.to_bytes(8, "big", signed=True)
             if leader_epoch is not None:
                 buf[pos + 12:pos + 16] = leader_epoch.to_bytes(4, "big", signed=True)
             entries.append((offset, seg.size + pos))
-            max_ts = max(max_ts, h.max_timestamp)
-            offset += h.last_offset_delta + 1
-            pos += h.size
+            if batch_max_ts > max_ts:
+                max_ts = batch_max_ts
+            offset += last_delta + 1
+            pos += size
         try:
             self.fs.pwrite_all(seg.fd, buf, seg.size)
         except OSError as exc:

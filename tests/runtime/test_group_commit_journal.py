@@ -123,9 +123,9 @@ class RecordingChild(FsyncProcess):
         self.requests = 0
         self.errno = 0
 
-    def submit(self, fds: list[int]) -> int:
+    def submit(self, fds: list[int], key: object = None) -> int:
         self.requests += 1
-        return super().submit(fds)
+        return super().submit(fds, key)
 
     def reply(self, token: int) -> int | None:
         got = super().reply(token)

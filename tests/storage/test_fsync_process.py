@@ -1,5 +1,6 @@
 """The fsync child process: it fdatasyncs the descriptors it is sent and answers with their token, reports
-an fsync's errno, skips answers nobody waits for any more, exits when its socket closes, and a child that
+an fsync's errno, keeps the files of the last request for requests with the same key, skips answers nobody
+waits for any more, exits when its socket closes, and a child that
 died makes every later call raise FsyncProcessGone instead of hanging."""
 
 from __future__ import annotations
@@ -68,6 +69,20 @@ def test_an_fsync_error_is_answered_with_its_errno(child: FsyncProcess) -> None:
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_files_are_sent_again_only_when_their_key_changes(child: FsyncProcess, tmp_path: Path) -> None:
+    r, w = os.pipe()
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        assert wait_reply(child, child.submit([r], key=("pipe",))) == errno.EINVAL
+        # same key: the child syncs the pipe it kept, not the descriptor passed now
+        assert wait_reply(child, child.submit([fd], key=("pipe",))) == errno.EINVAL
+        assert wait_reply(child, child.submit([fd], key=("file",))) == 0
+        assert wait_reply(child, child.submit([r])) == errno.EINVAL  # no key: always sent
+    finally:
+        for x in (r, w, fd):
+            os.close(x)
 
 
 def test_an_answer_nobody_waits_for_is_skipped(child: FsyncProcess, tmp_path: Path) -> None:

@@ -150,3 +150,29 @@ def test_an_fsync_error_takes_the_journal_offline_for_good(tmp_path: Path) -> No
         j.append("t-0", 1, batch(b"b"))
     with pytest.raises(JournalOfflineError):
         j.sync()
+
+
+class CountingWrites(FileSystem):
+    def __init__(self) -> None:
+        self.pwrites = 0
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        self.pwrites += 1
+        return super().pwrite(fd, data, offset)
+
+
+def test_append_many_writes_entries_in_order_with_one_write(tmp_path: Path) -> None:
+    fs = CountingWrites()
+    j = fresh(tmp_path / "j", fs)
+    b1, b2, b3 = batch(b"one"), batch(b"two", b"three"), batch(b"four")
+    single = j.append("__consumer_offsets-1", 0, b1)
+    before = fs.pwrites
+    end = j.append_many([("__consumer_offsets-3", 0, b2), ("__consumer_offsets-9", 4, b3)])
+    assert fs.pwrites == before + 1
+    assert end == j.end == single + len(encode_entry("__consumer_offsets-3", 0, b2)) + len(
+        encode_entry("__consumer_offsets-9", 4, b3))
+    j.sync()
+    j.close()
+    assert list(Journal.open(str(tmp_path / "j")).recovered()) == [
+        JournalEntry("__consumer_offsets-1", 0, b1), JournalEntry("__consumer_offsets-3", 0, b2),
+        JournalEntry("__consumer_offsets-9", 4, b3)]

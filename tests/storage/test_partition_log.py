@@ -13,7 +13,7 @@ from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError
 from coordinator.storage.fs import FileSystem
 from coordinator.storage.index import IndexSummary, OffsetIndex, decode_index_file, encode_index_file
 from coordinator.storage.log import LogConfig, PartitionLog
-from protocol.record_batch import build_batch, iter_records, parse_header, split_batches, validate_batch
+from protocol.record_batch import build_batch, build_kv_batch, iter_records, parse_header, split_batches, validate_batch
 
 SMALL = LogConfig(segment_bytes=600, index_interval_bytes=150)
 
@@ -43,6 +43,27 @@ def test_append_assigns_consecutive_offsets_and_rewrites_base_offsets(path):
     assert plog.flush() == 6 and plog.high_watermark == 6
     stored, _ = split_batches(plog.read(0, 10_000))
     assert [validate_batch(b).base_offset for b in stored] == [0, 3, 4]  # CRCs still valid
+
+
+def test_append_own_writes_exactly_what_append_writes(tmp_path):
+    """The group commit's unchecked append of its own batches: same offsets, same bytes, same rolls."""
+    checked = PartitionLog.open(str(tmp_path / "a-0"), SMALL)
+    own = PartitionLog.open(str(tmp_path / "b-0"), SMALL)
+    for n in (1, 3, 2, 5, 1, 4):  # crosses several 600-byte segments
+        pairs = [(b"key-%d" % i, b"value-%d" % i) for i in range(n)]
+        built = build_kv_batch(pairs, 5_000 + n)
+        assert own.append_own(built, n, 5_000 + n) == checked.append([built])
+    assert own.log_end_offset == checked.log_end_offset == 16
+    assert own.read(0, 100_000, upper_bound=16) == checked.read(0, 100_000, upper_bound=16)
+    assert sorted(os.listdir(tmp_path / "b-0")) == sorted(os.listdir(tmp_path / "a-0"))
+    own.close()
+    checked.close()
+    again = PartitionLog.open(str(tmp_path / "b-0"), SMALL)  # and it recovers as a valid log
+    assert again.log_end_offset == 16
+    seen: list[int] = []
+    while len(seen) < 16:  # a read stops at its segment's end
+        seen += offsets_in(again.read(len(seen), 100_000, upper_bound=16))
+    assert seen == list(range(16))
 
 
 def test_append_can_stamp_the_partition_leader_epoch_outside_the_crc(path):

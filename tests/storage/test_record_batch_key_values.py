@@ -16,6 +16,7 @@ from protocol.record_batch import (
     Compression,
     CorruptBatchError,
     build_batch,
+    build_kv_batch,
     decode_batch,
     decode_batch_key_values,
     decode_key_values,
@@ -99,3 +100,26 @@ def test_damaged_records_fail_exactly_when_decode_records_fails(items, edits, ex
     assert got[0] == expected[0]
     if got[0] == "ok":
         assert got[1] == [(r.key, r.value) for r in expected[1]]
+
+
+# ---------------------------------------------------------------------------- build_kv_batch (group commit)
+kv_blobs = st.none() | st.binary(max_size=20) | st.binary(min_size=60, max_size=200) | st.binary(min_size=1020,
+                                                                                                 max_size=1100)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(kv_blobs, kv_blobs), min_size=1, max_size=40), st.integers(-1, 2**45))
+def test_build_kv_batch_is_build_batch_byte_for_byte(pairs: list, timestamp: int) -> None:
+    built = build_kv_batch(pairs, timestamp)
+    assert built == build_batch([(k, v, (), timestamp) for k, v in pairs])
+    assert decode_batch_key_values(built)[1] == pairs
+
+
+def test_build_kv_batch_counts_offsets_past_the_varint_table() -> None:
+    pairs = [(b"k%d" % i, None) for i in range(1100)]  # offset deltas need the generic varint past 1023
+    assert build_kv_batch(pairs, 7) == build_batch([(k, v, (), 7) for k, v in pairs])
+
+
+def test_build_kv_batch_needs_a_record() -> None:
+    with pytest.raises(ValueError):
+        build_kv_batch([], 0)
