@@ -13,7 +13,14 @@ from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError
 from coordinator.storage.fs import FileSystem
 from coordinator.storage.index import IndexSummary, OffsetIndex, decode_index_file, encode_index_file
 from coordinator.storage.log import LogConfig, PartitionLog
-from protocol.record_batch import build_batch, build_kv_batch, iter_records, parse_header, split_batches, validate_batch
+from protocol.record_batch import (
+    build_batch,
+    build_kv_batch,
+    iter_records,
+    parse_header,
+    split_batches,
+    validate_batch,
+)
 
 SMALL = LogConfig(segment_bytes=600, index_interval_bytes=150)
 
