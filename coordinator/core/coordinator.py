@@ -14,6 +14,13 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
 - Loading: ``begin_loading(shard)``, ``replay(shard, key, value)`` for every stored record in order,
   ``finish_loading(shard, now_ms)``; ``unload(shard, now_ms)`` answers parked requests NOT_COORDINATOR.
 - ``connection_closed(tokens)``: parked requests of those tokens will never be answered.
+- Hot paths: ``heartbeat(...)`` and ``commit_offset(...)``/``commit_settled(...)`` serve the common shapes
+  without dicts. ``lease(...)`` right after a heartbeat that re-armed a session returns a
+  ``HeartbeatLease``; ``renew(lease, now_ms)`` repeats that heartbeat (same answer, session re-armed) while
+  the epoch is unchanged. Every call that can change a heartbeat's answer (``handle``, ``on_timers``, writes
+  settling, loading, unloading, closed connections) bumps the epoch; heartbeats and offset commits do not:
+  a heartbeat only re-arms its own member's session, and a commit only re-arms sessions, stores offsets or
+  creates an Empty group where none existed.
 """
 
 from __future__ import annotations
@@ -90,6 +97,17 @@ class _PendingWrite:
     fail: list
 
 
+@dataclass(slots=True)
+class HeartbeatLease:
+    """A heartbeat that re-armed ``key`` to now + ``session_ms`` and answered ``error``, repeatable by
+    ``Coordinator.renew`` while the coordinator's epoch is still ``epoch``."""
+
+    epoch: int
+    key: tuple[str, str, str]
+    session_ms: int
+    error: int
+
+
 class Coordinator:
     def __init__(self, config: GroupConfig | None = None, new_id: Callable[[], str] | None = None) -> None:
         cfg = config or GroupConfig()
@@ -97,6 +115,7 @@ class Coordinator:
         self._env = Env(cfg, new_id or SeededIds(), [Shard(i) for i in range(cfg.offsets_topic_num_partitions)])
         self._writes: dict[int, _PendingWrite] = {}
         self._next_write = 1
+        self._epoch = 0  # bumped by every call that may change a heartbeat's answer (see renew)
 
     # ------------------------------------------------------------ routing
 
@@ -110,6 +129,7 @@ class Coordinator:
 
     def handle(self, api_key: int, version: int, request: dict, token: object, now_ms: int, *,
                client_id: str = "", client_host: str = "") -> Outcome:
+        self._epoch += 1
         handler = _HANDLERS.get(api_key)
         if handler is None:
             raise ValueError(f"api key {api_key} is not served by the group coordinator")
@@ -126,6 +146,30 @@ class Coordinator:
         if self._may_be_due(now_ms):
             return None
         return heartbeat(self._env, now_ms, group_id, generation, member_id, instance_id)
+
+    def lease(self, group_id: str, member_id: str, error: int) -> HeartbeatLease | None:
+        """Called right after ``heartbeat`` answered ``error`` to this member (nothing else in between): a
+        lease to repeat that heartbeat with ``renew``, or None when it re-armed no session (an error, or a
+        shard still loading)."""
+        if error != Err.NONE and error != Err.REBALANCE_IN_PROGRESS:
+            return None
+        group = self._env.group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None:
+            return None
+        return HeartbeatLease(self._epoch, ("member", group_id, member_id), member.session_timeout_ms, error)
+
+    def renew(self, lease: HeartbeatLease, now_ms: int) -> int | None:
+        """The lease's heartbeat again: its session re-armed from ``now_ms`` and its answer, exactly what
+        ``heartbeat`` would do, as long as only heartbeats and commits happened since the lease was granted, no
+        timer is due and the session only moves later (so the timers' lower bound is unchanged: the caller
+        need not re-arm its timer task). None otherwise: ask ``heartbeat``."""
+        if lease.epoch != self._epoch or self._may_be_due(now_ms):
+            return None
+        # the session moves later, as every heartbeat's does: nothing queued changes (else: not renewed)
+        if not self._env.timers.extend(lease.key, now_ms + lease.session_ms):
+            return None
+        return lease.error
 
     def commit_offset(self, now_ms: int, version: int, group_id: str | None, generation: int, member_id: str,
                       instance_id: str | None, topic: str, partition: int, offset: int, leader_epoch: int | None,
@@ -153,6 +197,7 @@ class Coordinator:
         return self._env.timers.lower_bound()
 
     def on_timers(self, now_ms: int) -> Outcome:
+        self._epoch += 1
         fx = Effects(now_ms)
         self._fire_due(fx)
         return self._finish(fx)
@@ -181,6 +226,7 @@ class Coordinator:
                 on_sync_timer(env, fx, group)
 
     def connection_closed(self, tokens: Iterable[object]) -> None:
+        self._epoch += 1
         env = self._env
         for token in tokens:
             where = env.parked.pop(token, None)
@@ -207,6 +253,7 @@ class Coordinator:
     def on_appended(self, write_id: int, now_ms: int = 0) -> Outcome:
         """The write is durable: replay it, run its done hooks; their answers come back as an Outcome
         (release the write's own completions first, then this one's)."""
+        self._epoch += 1
         write = self._writes.pop(write_id)
         shards = self._env.shards
         for shard_id, key, value in write.records:
@@ -219,6 +266,7 @@ class Coordinator:
         return self._finish(fx)
 
     def on_append_failed(self, write_id: int, now_ms: int, error: int = Err.NOT_COORDINATOR) -> Outcome:
+        self._epoch += 1
         write = self._writes.pop(write_id)
         fx = Effects(now_ms)
         for hook in write.fail:
@@ -235,15 +283,18 @@ class Coordinator:
     # ------------------------------------------------------------ loading
 
     def begin_loading(self, shard_id: int) -> None:
+        self._epoch += 1
         shard = self._env.shards[shard_id]
         if shard.status is ShardStatus.ACTIVE:
             raise ValueError(f"shard {shard_id} is active: unload it before loading")
         shard.reset(ShardStatus.LOADING)
 
     def replay(self, shard_id: int, key: bytes, value: bytes | None) -> None:
+        self._epoch += 1
         self._env.shards[shard_id].replay(key, value)
 
     def finish_loading(self, shard_id: int, now_ms: int) -> Outcome:
+        self._epoch += 1
         env, fx = self._env, Effects(now_ms)
         shard = env.shards[shard_id]
         if shard.status is not ShardStatus.LOADING:
@@ -256,6 +307,7 @@ class Coordinator:
         return self._finish(fx)
 
     def unload(self, shard_id: int, now_ms: int) -> Outcome:
+        self._epoch += 1
         env, fx = self._env, Effects(now_ms)
         shard = env.shards[shard_id]
         for group in shard.groups.values():

@@ -2,6 +2,9 @@
 
 Rules:
 - ``schedule(key, deadline_ms)`` sets (or moves) the single deadline of ``key``.
+- ``extend(key, deadline_ms)`` is ``schedule`` for a live key whose deadline moves no earlier than its
+  queued entry (the heap is untouched, so ``lower_bound`` stays); otherwise it changes nothing and returns
+  False.
 - ``cancel(key)`` forgets it; cancelling an unknown key is fine.
 - ``pop_due(now_ms)`` removes and returns the earliest key whose deadline <= now_ms (ties: the one
   scheduled first), or None; ``expired(now_ms)`` pops all of them in that order.
@@ -55,6 +58,15 @@ class Timers:
         heapq.heappush(self._heap, (deadline_ms, seq, key))
         if len(self._heap) > 2 * len(self._live) + 64:
             self._compact()
+
+    def extend(self, key: Hashable, deadline_ms: int) -> bool:
+        rec = self._live.get(key)
+        if rec is None or deadline_ms < rec[2]:
+            return False
+        seq = self._seq = self._seq + 1
+        rec[0] = deadline_ms
+        rec[1] = seq
+        return True
 
     def cancel(self, key: Hashable) -> None:
         if self._live.pop(key, None) is not None and len(self._heap) > 2 * len(self._live) + 64:

@@ -32,7 +32,7 @@ import trio
 import trio.lowlevel
 
 from coordinator.core.config import GroupConfig
-from coordinator.core.coordinator import Coordinator
+from coordinator.core.coordinator import Coordinator, HeartbeatLease
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.storage.errors import StorageError
@@ -40,7 +40,14 @@ from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
 from protocol.codec import Request
 from protocol.errors import ErrorCode
-from protocol.hotpath import HeartbeatDecoder, OneCommit, heartbeat_answer, offset_commit_answer
+from protocol.hotpath import (
+    MEMO_ENTRIES,
+    MEMO_MAX_FRAME,
+    HeartbeatDecoder,
+    OneCommit,
+    heartbeat_answer,
+    offset_commit_answer,
+)
 from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
 
 if TYPE_CHECKING:
@@ -150,6 +157,8 @@ class GroupService:
         broker.metrics.groups.members = lambda: sum(self.core.member_counts().values())
         self._rebalances_seen: dict[str, int] = {}
         self._heartbeats = HeartbeatDecoder()
+        # heartbeat request bytes after the correlation id -> (version, its lease); bounded like the memo
+        self._leases: dict[bytes, tuple[int, HeartbeatLease]] = {}
         self._offsets_logs: dict[int, PartitionLog] = {}  # shard -> its log (offsets partitions are never deleted)
 
     # ---------------------------------------------------------------- loading
@@ -243,16 +252,31 @@ class GroupService:
         return True
 
     def hot_heartbeat(self, payload: bytes) -> bytes | None:
-        """A Heartbeat on the hot path: hand-decoded (memoised), answered by ``Coordinator.heartbeat``;
-        None = use the generic path (an unusual shape, or a timer is due)."""
+        """A Heartbeat on the hot path: the same request bytes as a leased heartbeat (all but the correlation
+        id) are answered by ``Coordinator.renew``; otherwise hand-decoded (memoised) and answered by
+        ``Coordinator.heartbeat``, which may grant a lease. None = use the generic path (an unusual shape, or
+        a timer is due)."""
+        now = now_ms()
+        key = payload[8:] if len(payload) <= MEMO_MAX_FRAME else None
+        if key is not None:
+            leased = self._leases.get(key)
+            if leased is not None and leased[0] == (payload[2] << 8 | payload[3]):
+                error = self.core.renew(leased[1], now)
+                if error is not None:  # no timer moved earlier: the timer task's deadline holds
+                    return heartbeat_answer(leased[0], payload, error)
         hb = self._heartbeats.decode(payload)
         if hb is None:
             return None
         version, group_id, generation, member_id, instance_id = hb
-        error = self.core.heartbeat(group_id, generation, member_id, instance_id, now_ms())
+        error = self.core.heartbeat(group_id, generation, member_id, instance_id, now)
         if error is None:
             return None
         self._rearm_if_earlier()
+        if key is not None and (lease := self.core.lease(group_id, member_id, error)) is not None:
+            leases = self._leases
+            if len(leases) >= MEMO_ENTRIES:
+                leases.clear()
+            leases[key] = (version, lease)
         return heartbeat_answer(version, payload, error)
 
     def handle_find_coordinator(self, request: Request, slot: Slot) -> None:
