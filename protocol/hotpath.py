@@ -158,12 +158,17 @@ _HB_PARTS: tuple[dict[int, tuple[bytes, bytes]], ...] = ({}, {}, {}, {}, {})
 
 def heartbeat_answer(version: int, payload: bytes, error_code: int) -> bytes:
     """``heartbeat_response`` for the request ``payload`` (its correlation id copied as bytes)."""
+    return payload[4:8].join(heartbeat_answer_parts(version, error_code))
+
+
+def heartbeat_answer_parts(version: int, error_code: int) -> tuple[bytes, bytes]:
+    """The answer frame's bytes before and after the correlation id (a caller may keep them)."""
     by_error = _HB_PARTS[version if version < 4 else 4]
     parts = by_error.get(error_code)
     if parts is None:
         frame = heartbeat_response(version, 0, error_code)
         parts = by_error[int(error_code)] = (frame[:4], frame[8:])
-    return payload[4:8].join(parts)
+    return parts
 
 
 def heartbeat_response(version: int, correlation_id: int, error_code: int) -> bytes:

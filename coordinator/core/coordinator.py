@@ -157,7 +157,7 @@ class Coordinator:
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             return None
-        return HeartbeatLease(self._epoch, ("member", group_id, member_id), member.session_timeout_ms, error)
+        return HeartbeatLease(self._epoch, ("member", group_id, member_id), member.session_timeout_ms, int(error))
 
     def renew(self, lease: HeartbeatLease, now_ms: int) -> int | None:
         """The lease's heartbeat again: its session re-armed from ``now_ms`` and its answer, exactly what

@@ -6,7 +6,9 @@ stderr and one line ``RESULT <json>`` on stdout. Scenarios:
   server, ``inflight`` pipelined per connection, for warm-up + measure seconds (closed loop).
 - ``groups``: against groupcoord: form a group of ``--small`` members and time its rebalances, leave it;
   form a group of ``--connections`` members (one connection each) and time its rebalances; then every
-  member pipelines Heartbeats (closed loop) exactly as in ``echo``.
+  member pipelines Heartbeats (closed loop) exactly as in ``echo``. With ``--echo-port``, ``--rounds``
+  heartbeat rounds alternate with rounds against that echo server (echo first and last), and each of our
+  rounds is compared with the mean of the echo rounds around it.
 - ``commits``: against groupcoord: simple OffsetCommit v8 (generation -1, empty member id, one partition,
   a group per connection, the offset increasing per request); closed-loop max throughput, then open-loop
   latency at a fixed offered rate.
@@ -71,12 +73,45 @@ def heartbeat_blast(members: list[Member], args: argparse.Namespace) -> dict[str
     return asdict(r)
 
 
-def scenario_echo(args: argparse.Namespace) -> dict[str, Any]:
-    socks = connect_all(args.port, args.connections)
-    members = make_members(socks, f"g{args.connections}")
-    for i, m in enumerate(members):  # same shapes as real members: "<client_id>-<uuid>" ids, generation 2
+def echo_members(port: int, count: int) -> list[Member]:
+    """``count`` connections to the echo server as members with real shapes: "<client_id>-<uuid>" ids,
+    generation 2 (the echo server answers whatever it gets)."""
+    members = make_members(connect_all(port, count), f"g{count}")
+    for i, m in enumerate(members):
         m.member_id, m.generation = f"{m.client_id}-00000000-0000-4000-8000-{i:012d}", 2
-    return {"heartbeat": heartbeat_blast(members, args)}
+    return members
+
+
+def scenario_echo(args: argparse.Namespace) -> dict[str, Any]:
+    return {"heartbeat": heartbeat_blast(echo_members(args.port, args.connections), args)}
+
+
+def interleaved_heartbeats(ours: list[Member], args: argparse.Namespace) -> dict[str, Any]:
+    """Echo and groupcoord blasts alternate, echo first and last (E O E O ... E), so that each of our rounds
+    is compared with the echo rounds just before and after it: the machine's speed drifts over a run, and
+    this pairs measurements taken under the same conditions. Returns the median round of each and every
+    round's ratio."""
+    echo = echo_members(args.echo_port, args.connections)
+    echo_args = argparse.Namespace(**{**vars(args), "server_pid": args.echo_pid})
+    echo_runs, our_runs = [], []
+    for r in range(args.rounds):
+        say(f"round {r + 1}/{args.rounds}: echo")
+        echo_runs.append(heartbeat_blast(echo, echo_args))
+        say(f"round {r + 1}/{args.rounds}: groupcoord")
+        our_runs.append(heartbeat_blast(ours, args))
+    say("closing echo round")
+    echo_runs.append(heartbeat_blast(echo, echo_args))
+    for m in echo:
+        m.sock.close()
+    ratios = [o["requests_per_s"] / ((echo_runs[i]["requests_per_s"] + echo_runs[i + 1]["requests_per_s"]) / 2)
+              for i, o in enumerate(our_runs)]
+
+    def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        return sorted(runs, key=lambda x: x["requests_per_s"])[len(runs) // 2]
+
+    return {"heartbeat": median_run(our_runs), "echo": median_run(echo_runs), "ratios": ratios,
+            "ratio": statistics.median(ratios), "rounds": {"echo": [x["requests_per_s"] for x in echo_runs],
+                                                            "ours": [x["requests_per_s"] for x in our_runs]}}
 
 
 async def _groups_phase(args: argparse.Namespace, small: list[Member], large: list[Member]) -> dict[str, Any]:
@@ -112,7 +147,10 @@ def scenario_groups(args: argparse.Namespace) -> dict[str, Any]:
     out = trio.run(_groups_phase, args, small, large)
     for m in small:
         m.sock.close()
-    out["heartbeat"] = heartbeat_blast(large, args)
+    if args.echo_port:
+        out.update(interleaved_heartbeats(large, args))
+    else:
+        out["heartbeat"] = heartbeat_blast(large, args)
     return out
 
 
@@ -186,6 +224,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rate", type=float, default=5000.0)
     p.add_argument("--rate-low", type=float, default=0.0, help="also measure latency at this offered rate")
     p.add_argument("--server-pid", type=int, default=None, help="report this process's CPU use too")
+    p.add_argument("--echo-port", type=int, default=0, help="groups: heartbeat rounds alternate with this echo "
+                   "server's (E O E ... E)")
+    p.add_argument("--echo-pid", type=int, default=None)
+    p.add_argument("--rounds", type=int, default=3, help="groups with --echo-port: rounds of each")
     args = p.parse_args(argv)
     result = SCENARIOS[args.scenario](args)
     print("RESULT " + json.dumps(result), flush=True)
