@@ -290,7 +290,8 @@ class Coordinator:
         shard.reset(ShardStatus.LOADING)
 
     def replay(self, shard_id: int, key: bytes, value: bytes | None) -> None:
-        self._epoch += 1
+        # no epoch bump: replay changes group metadata only while the shard loads (and no lease names a group
+        # of a loading shard: begin_loading bumped); offsets and new Empty groups change no heartbeat answer
         self._env.shards[shard_id].replay(key, value)
 
     def finish_loading(self, shard_id: int, now_ms: int) -> Outcome:
