@@ -291,31 +291,36 @@ class Drive:
         self.tokens.append(h.sync("g", self.generation("g"), member, assignments))
 
 
+def drive_both(a: Drive, b: Drive, step: tuple) -> bool:
+    """The steps every random drive shares, done to both twins: time passing (with or without the timer
+    task running), a rejoin, a sync. False for any other step (the caller does it)."""
+    kind = step[0]
+    for d in (a, b):
+        if kind == "sleep":
+            d.h.sleep(step[1])
+        elif kind == "lag":
+            d.h.now += step[1]
+        elif kind == "rejoin":
+            d.rejoin(step[1])
+        elif kind == "sync":
+            d.sync(step[1])
+        else:
+            return False
+    return True
+
+
 @settings(max_examples=120, deadline=None)
 @given(ops=st.lists(op, max_size=25))
 def test_random_drives_answer_and_expire_alike(ops) -> None:
     a, b = Drive(), Drive()  # a: hot path first (generic on None), b: always the generic path
     assert snapshot(a.h) == snapshot(b.h)
     for step in ops:
-        kind = step[0]
-        if kind == "sleep":
-            a.h.sleep(step[1])
-            b.h.sleep(step[1])
-        elif kind == "lag":
-            a.h.now += step[1]
-            b.h.now += step[1]
-        elif kind == "beat":
+        if not drive_both(a, b, step):  # a heartbeat
             _, who, delta, version, group, instance = step
             beat = a.beat(who, delta, group, instance)
             assert beat == b.beat(who, delta, group, instance)
             rule = shared_rule(a.h, version, beat)  # due timers fire after the answer, on both paths
             assert hot_or_generic(a.h, version, beat) == generic(b.h, version, beat) == rule, (step, beat)
-        elif kind == "rejoin":
-            a.rejoin(step[1])
-            b.rejoin(step[1])
-        else:
-            a.sync(step[1])
-            b.sync(step[1])
         assert snapshot(a.h) == snapshot(b.h), step
         answers_a = [a.h.responses.get(t) for t in a.tokens]
         answers_b = [b.h.responses.get(t) for t in b.tokens]

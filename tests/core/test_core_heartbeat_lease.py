@@ -14,7 +14,17 @@ from __future__ import annotations
 from core_harness import Harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_core_heartbeat_fast import MEMBERS, SESSION, Beat, Drive, generic, hot, hot_or_generic, snapshot
+from test_core_heartbeat_fast import (
+    MEMBERS,
+    SESSION,
+    Beat,
+    Drive,
+    drive_both,
+    generic,
+    hot,
+    hot_or_generic,
+    snapshot,
+)
 
 from coordinator.core.errors import Err
 
@@ -140,23 +150,13 @@ def test_random_drives_with_leases_answer_and_expire_alike(ops) -> None:
     leases: Leases = {}
     for step in ops:
         kind = step[0]
-        if kind == "sleep":
-            a.h.sleep(step[1])
-            b.h.sleep(step[1])
-        elif kind == "lag":
-            a.h.now += step[1]
-            b.h.now += step[1]
+        if drive_both(a, b, step):
+            pass
         elif kind == "beat":
             _, who, delta, version, group, instance = step
             beat = a.beat(who, delta, group, instance)
             assert beat == b.beat(who, delta, group, instance)
             assert runtime_like(a.h, leases, version, beat) == generic(b.h, version, beat), (step, beat)
-        elif kind == "rejoin":
-            a.rejoin(step[1])
-            b.rejoin(step[1])
-        elif kind == "sync":
-            a.sync(step[1])
-            b.sync(step[1])
         elif kind == "leave":
             a.h.leave("g", a.members[step[1]])
             b.h.leave("g", b.members[step[1]])

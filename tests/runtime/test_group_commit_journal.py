@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import trio
@@ -132,11 +134,20 @@ class RecordingChild(FsyncProcess):
         return self.errno if got is not None and self.errno else got
 
 
-async def test_with_an_fsync_child_the_round_fsync_is_the_childs(tmp_path: Path) -> None:
+@contextmanager
+def with_child(tmp_path: Path) -> Iterator[tuple[CountingFS, Journal, list[PartitionLog], RecordingChild, GroupCommit]]:
+    """``setup`` with a real fsync child process (closed, with the group commit, at the end)."""
     fs, journal, logs, _ = setup(tmp_path)
     child = RecordingChild.start()
     gc = GroupCommit(0, journal=journal, fsyncer=child)
     try:
+        yield fs, journal, logs, child, gc
+    finally:
+        gc.close()
+
+
+async def test_with_an_fsync_child_the_round_fsync_is_the_childs(tmp_path: Path) -> None:
+    with with_child(tmp_path) as (fs, _journal, logs, child, gc):
         got: list[Exception | None] = []
         for plog in logs:
             gc.stage(plog, [(b"k", b"v")], got.append)
@@ -147,16 +158,11 @@ async def test_with_an_fsync_child_the_round_fsync_is_the_childs(tmp_path: Path)
         gc.stage(logs[0], [(b"k", b"v")], got.append)
         await gc.flush_now()
         assert got[3:] == [None] and child.requests == 2 and logs[0].high_watermark == 2
-    finally:
-        gc.close()
     assert child.dead == "closed"
 
 
 async def test_an_errno_from_the_child_fails_the_round_and_every_later_write(tmp_path: Path) -> None:
-    fs, journal, logs, _ = setup(tmp_path)
-    child = RecordingChild.start()
-    gc = GroupCommit(0, journal=journal, fsyncer=child)
-    try:
+    with with_child(tmp_path) as (_fs, journal, logs, child, gc):
         got: list[Exception | None] = []
         gc.stage(logs[0], [(b"k", b"v")], got.append)
         child.errno = errno.EIO
@@ -168,15 +174,10 @@ async def test_an_errno_from_the_child_fails_the_round_and_every_later_write(tmp
         await gc.flush_now()
         assert len(got) == 2 and isinstance(got[1], LogOfflineError)
         assert logs[1].high_watermark == 0
-    finally:
-        gc.close()
 
 
 async def test_a_dead_child_makes_rounds_fsync_in_a_thread(tmp_path: Path) -> None:
-    fs, journal, logs, _ = setup(tmp_path)
-    child = RecordingChild.start()
-    gc = GroupCommit(0, journal=journal, fsyncer=child)
-    try:
+    with with_child(tmp_path) as (fs, journal, logs, child, gc):
         got: list[Exception | None] = []
         gc.stage(logs[0], [(b"k", b"v")], got.append)
         await gc.flush_now()
@@ -193,5 +194,3 @@ async def test_a_dead_child_makes_rounds_fsync_in_a_thread(tmp_path: Path) -> No
         gc.stage(logs[2], [(b"k", b"v")], got.append)
         await gc.flush_now()
         assert got == [None, None, None] and len(fs.fsynced) == 2
-    finally:
-        gc.close()
