@@ -15,6 +15,8 @@ Rules:
   Same rules, same bytes as the generic path (tests/integration/test_hot_path_server.py compares them).
 - Heartbeats on the hot path renew the core's lease for the same request bytes when they can
   (``Coordinator.renew``), else go through ``Coordinator.heartbeat`` and take a lease.
+- A failed offsets write is logged once at once, then at most once a second with a count (``RateLimitedLog``):
+  a dead disk under load fails thousands of writes a second.
 - Garbage collection: off while loading; after it, everything alive is frozen and the young generation
   is collected every ``GC_YOUNG_THRESHOLD`` net new containers (not 700).
 - Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
@@ -30,6 +32,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -127,6 +130,30 @@ def read_offsets_partition(plog: PartitionLog, problems: list[str] | None = None
     return out
 
 
+class RateLimitedLog:
+    """Logs a failure at once, then at most one line every ``interval_s`` seconds, which says how many were
+    not logged meanwhile (a dead disk under load fails thousands of writes a second)."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.logger, self.interval_s, self.clock = logger, interval_s, clock
+        self.next_at = float("-inf")
+        self.suppressed = 0
+
+    def error(self, msg: str, *args: object) -> None:
+        now = self.clock()
+        if now < self.next_at:
+            self.suppressed += 1
+            return
+        if self.suppressed:
+            msg += " (%d more failures since the last such line)"
+            args += (self.suppressed,)
+        self.suppressed = 0
+        self.next_at = now + self.interval_s
+        self.logger.error(msg, *args)
+
+
+
 class _CommitSettled:
     """The group-commit callback of one ``_commit_one``: settle the core's pending commit, then answer."""
 
@@ -142,7 +169,7 @@ class _CommitSettled:
             service.broker.metrics.offset_commits.inc()
             error = 0
         else:
-            log.error("offset commit of %s failed: %s", self.pending.group_id, err)
+            service.write_failures.error("offset commit of %s failed: %s", self.pending.group_id, err)
             error = ErrorCode.NOT_COORDINATOR
         slot = self.slot
         slot.complete_frame(offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, error))
@@ -164,6 +191,7 @@ class GroupService:
         broker.metrics.groups.members = lambda: sum(self.core.member_counts().values())
         self._rebalances_seen: dict[str, int] = {}
         self._heartbeats = HeartbeatDecoder()
+        self.write_failures = RateLimitedLog(log)
         # heartbeat request bytes after the correlation id -> (version, its lease, the answer around the
         # correlation id); bounded like the memo
         self._leases: dict[bytes, tuple[int, HeartbeatLease, tuple[bytes, bytes]]] = {}
@@ -350,7 +378,7 @@ class GroupService:
             if remaining[0]:
                 return
             if errors:
-                log.error("offsets write %s failed: %s", write_id, errors[0])
+                self.write_failures.error("offsets write %s failed: %s", write_id, errors[0])
                 self.apply(self.core.on_append_failed(write_id, now_ms(), ErrorCode.NOT_COORDINATOR))
             else:
                 after = self.core.on_appended(write_id, now_ms())
