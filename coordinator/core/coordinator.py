@@ -11,8 +11,8 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
   without records has ``write_id`` None and its completions may be released at once.
 - ``on_timers(now_ms)`` fires due timers; ``next_deadline()`` says when to call it next. ``handle`` also
   fires timers that are already due.
-- Loading: ``begin_loading(shard)``, ``replay(shard, key, value)`` for every stored record in order,
-  ``finish_loading(shard, now_ms)``; ``unload(shard, now_ms)`` answers parked requests NOT_COORDINATOR.
+- Loading: ``begin_loading(shard)``, ``replay(shard, key, value)`` for every stored record in order (or
+  ``replay_many``), ``finish_loading(shard, now_ms)``; ``unload(shard, now_ms)`` answers parked requests NOT_COORDINATOR.
 - ``connection_closed(tokens)``: parked requests of those tokens will never be answered.
 - Hot paths: ``heartbeat(...)`` and ``commit_offset(...)``/``commit_settled(...)`` serve the common shapes
   without dicts. ``lease(...)`` right after a heartbeat that re-armed a session returns a
@@ -293,6 +293,17 @@ class Coordinator:
         # no epoch bump: replay changes group metadata only while the shard loads (and no lease names a group
         # of a loading shard: begin_loading bumped); offsets and new Empty groups change no heartbeat answer
         self._env.shards[shard_id].replay(key, value)
+
+    def replay_many(self, shard_id: int, records: Iterable[tuple[bytes, bytes | None]],
+                    skipped: Callable[[bytes, ValueError], None]) -> None:
+        """``replay`` of each record in order (the load path: one call for many records); a record that
+        cannot be decoded (ValueError) is reported to ``skipped`` and the rest still apply."""
+        replay = self._env.shards[shard_id].replay
+        for key, value in records:
+            try:
+                replay(key, value)
+            except ValueError as e:
+                skipped(key, e)
 
     def finish_loading(self, shard_id: int, now_ms: int) -> Outcome:
         self._epoch += 1

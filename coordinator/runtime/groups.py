@@ -33,6 +33,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -128,6 +129,11 @@ def read_offsets_partition(plog: PartitionLog, problems: list[str] | None = None
             problems.append(f"no progress reading at offset {offset}; later records ignored")
             break
     return out
+
+
+def _log_skipped_record(shard: int, key: bytes, e: ValueError) -> None:
+    """A stored record the load cannot decode (RecordError, bad UTF-8): logged and skipped, never fatal."""
+    log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard, key[:64].hex(), e)
 
 
 class RateLimitedLog:
@@ -227,14 +233,9 @@ class GroupService:
                     continue
                 for problem in problems:
                     log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
-                replay = self.core.replay
+                skipped = partial(_log_skipped_record, shard)
                 for chunk in range(0, len(records), _REPLAY_CHUNK):
-                    for key, value in records[chunk:chunk + _REPLAY_CHUNK]:
-                        try:
-                            replay(shard, key, value)
-                        except ValueError as e:  # RecordError, bad UTF-8: an unusable record, never fatal
-                            log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard,
-                                      key[:64].hex(), e)
+                    self.core.replay_many(shard, records[chunk:chunk + _REPLAY_CHUNK], skipped)
                     await trio.lowlevel.checkpoint()
                 self.apply(self.core.finish_loading(shard, now_ms()))
                 total += len(records)

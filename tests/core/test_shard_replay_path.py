@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from coordinator.core.config import GroupConfig
+from coordinator.core.coordinator import Coordinator
 from coordinator.core.records import (
     GroupMetadataValue,
     OffsetCommitValue,
@@ -55,3 +57,19 @@ def test_group_records_apply_while_loading_and_offsets_create_groups_when_active
     shard.replay(encode_offset_key("simple", "t", 0), encode_offset_value(OffsetCommitValue(1, -1, "", 10)))
     assert shard.status is ShardStatus.ACTIVE and "simple" in shard.groups
     assert shard.offsets["simple"][("t", 0)].offset == 1
+
+
+def test_replay_many_skips_an_undecodable_record_and_applies_the_rest():
+    core = Coordinator(GroupConfig(offsets_topic_num_partitions=1))
+    core.begin_loading(0)
+    skipped: list[tuple[bytes, str]] = []
+    bad_key = encode_offset_key("g", "orders", 1)
+    core.replay_many(0, [
+        (encode_offset_key("g", "orders", 0), encode_offset_value(OffsetCommitValue(5, 1, "", 100))),
+        (bad_key, b"\x00\x03garbage"),
+        (encode_offset_key("g", "orders", 2), encode_offset_value(OffsetCommitValue(8, 1, "", 100))),
+    ], lambda key, e: skipped.append((key, type(e).__name__)))
+    core.finish_loading(0, 1000)
+    assert skipped == [(bad_key, "RecordError")]
+    assert core.committed_offsets("g") == {("orders", 0): OffsetCommitValue(5, 1, "", 100),
+                                           ("orders", 2): OffsetCommitValue(8, 1, "", 100)}
