@@ -635,12 +635,8 @@ def build_kv_batch(records: Sequence[tuple[bytes | None, bytes | None]], timesta
         n = len(body)
         append(small[n] if n < limit else encode_varint(n))
         append(body)
-    out = bytearray(HEADER_SIZE)
-    out += b"".join(parts)
-    HEADER.pack_into(out, 0, 0, len(out) - LOG_OVERHEAD, -1, MAGIC, 0, 0, len(records) - 1, timestamp, timestamp,
-                     -1, -1, -1, len(records))
-    _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
-    return bytes(out)
+    n = len(records)
+    return _seal(b"".join(parts), 0, -1, 0, n - 1, timestamp, timestamp, -1, -1, -1, n)
 
 
 _SMALL_VARINT = [encode_varint(n) for n in range(1024)]  # zigzag varints of 0..1023 (one or two bytes)
@@ -667,12 +663,16 @@ def _assemble(
     base_ts = items[0][1]
     max_ts = max(item[1] for item in items)
     body = b"".join(encode_record(off, ts - base_ts, k, v, h) for off, ts, k, v, h in items)
-    payload = _compress(attributes & CODEC_MASK, body)
+    return _seal(_compress(attributes & CODEC_MASK, body), base_offset, partition_leader_epoch, attributes,
+                 items[-1][0], base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(items))
+
+
+def _seal(payload: bytes, base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int,
+          base_ts: int, max_ts: int, producer_id: int, producer_epoch: int, base_sequence: int, count: int) -> bytes:
+    """The whole batch: the 61-byte header (its CRC-32C over attributes .. end) in front of ``payload``."""
     out = bytearray(HEADER_SIZE)
     out += payload
-    HEADER.pack_into(
-        out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, attributes,
-        items[-1][0], base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(items),
-    )
+    HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC, 0, attributes,
+                     last_offset_delta, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count)
     _CRC.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
     return bytes(out)

@@ -16,6 +16,7 @@ from .env import Env
 from .errors import Err
 from .group import DEAD, EMPTY, STABLE
 from .outcome import Effects
+from .rebalance import member_key
 from .records import encode_group_key, encode_offset_key
 from .shard import ShardStatus
 
@@ -103,7 +104,7 @@ def _delete(env: Env, fx: Effects, group_id: str) -> Err:
     group.transition(DEAD, fx.now_ms)
     del shard.groups[group_id]
     for member_id in group.pending_members:
-        env.timers.cancel(("member", group_id, member_id))
+        env.timers.cancel(member_key(group_id, member_id))
     for topic, partition in shard.offsets.pop(group_id, {}):
         fx.write(shard.shard_id, encode_offset_key(group_id, topic, partition), None)
     if group.generation > 0:

@@ -47,7 +47,14 @@ from .offsets import (
     handle_offset_fetch,
 )
 from .outcome import Effects, Outcome, Record
-from .rebalance import fence_parked, on_join_timer, on_member_timer, on_sync_timer, schedule_heartbeat
+from .rebalance import (
+    fence_parked,
+    member_key,
+    on_join_timer,
+    on_member_timer,
+    on_sync_timer,
+    schedule_session,
+)
 from .records import OffsetCommitValue
 from .shard import Shard, ShardStatus
 from .sharding import partition_for
@@ -157,7 +164,7 @@ class Coordinator:
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             return None
-        return HeartbeatLease(self._epoch, ("member", group_id, member_id), member.session_timeout_ms, int(error))
+        return HeartbeatLease(self._epoch, member_key(group_id, member_id), member.session_timeout_ms, int(error))
 
     def renew(self, lease: HeartbeatLease, now_ms: int) -> int | None:
         """The lease's heartbeat again: its session re-armed from ``now_ms`` and its answer, exactly what
@@ -314,7 +321,7 @@ class Coordinator:
         shard.finish_loading()
         for group in shard.groups.values():
             for member in group.members.values():
-                schedule_heartbeat(env, fx, group, member)
+                schedule_session(env, fx.now_ms, group, member)
         env.timers.schedule(("retention", shard_id), now_ms + max(env.cfg.offsets_retention_check_interval_ms, 1))
         return self._finish(fx)
 
@@ -326,9 +333,9 @@ class Coordinator:
             gid = group.group_id
             for member in group.members.values():
                 fence_parked(env, fx, group, member, Err.NOT_COORDINATOR)
-                env.timers.cancel(("member", gid, member.member_id))
+                env.timers.cancel(member_key(gid, member.member_id))
             for member_id in group.pending_members:
-                env.timers.cancel(("member", gid, member_id))
+                env.timers.cancel(member_key(gid, member_id))
             env.timers.cancel(("join", gid))
             env.timers.cancel(("sync", gid))
             group.transition(DEAD, now_ms)

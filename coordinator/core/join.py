@@ -26,9 +26,10 @@ from .rebalance import (
     fence_parked,
     leader_members,
     maybe_prepare_rebalance,
+    member_key,
     park_join,
     prepare_rebalance,
-    schedule_heartbeat,
+    schedule_session,
     store_group,
     try_complete_join,
 )
@@ -135,7 +136,7 @@ class _JoinCall:
                 self._add_and_rebalance(new_id)
         elif self.version >= 4:
             group.pending_members.add(new_id)
-            env.timers.schedule(("member", group.group_id, new_id), self.fx.now_ms + self.session)
+            env.timers.schedule(member_key(group.group_id, new_id), self.fx.now_ms + self.session)
             self.reply(Err.MEMBER_ID_REQUIRED, new_id)
         else:
             self._add_and_rebalance(new_id)
@@ -148,7 +149,7 @@ class _JoinCall:
             group.new_member_added = True
         group.add(member)
         park_join(env, fx, group, member, self.token, self.version)
-        schedule_heartbeat(env, fx, group, member, env.cfg.new_member_join_timeout_ms)
+        schedule_session(env, fx.now_ms, group, member, env.cfg.new_member_join_timeout_ms)
         maybe_prepare_rebalance(env, fx, group, "member-joined")
 
     def _replace_static(self, old_id: str, new_id: str) -> None:
@@ -158,8 +159,8 @@ class _JoinCall:
         saved = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         fence_parked(env, fx, group, member, Err.FENCED_INSTANCE_ID)
         group.replace_static(self.instance_id, old_id, new_id)
-        env.timers.cancel(("member", group.group_id, old_id))
-        schedule_heartbeat(env, fx, group, member, self.session)
+        env.timers.cancel(member_key(group.group_id, old_id))
+        schedule_session(env, fx.now_ms, group, member, self.session)
         group.update_protocols(member, self.protocols)
         member.rebalance_timeout_ms, member.session_timeout_ms = self.rebalance, self.session
         park_join(env, fx, group, member, self.token, self.version)
@@ -195,8 +196,8 @@ class _JoinCall:
                 group.update_protocols(member, saved[0])
                 member.rebalance_timeout_ms, member.session_timeout_ms = saved[1], saved[2]
                 group.replace_static(instance, new_id, old_id)
-                env.timers.cancel(("member", group.group_id, new_id))
-                schedule_heartbeat(env, fail_fx, group, member)
+                env.timers.cancel(member_key(group.group_id, new_id))
+                schedule_session(env, fail_fx.now_ms, group, member)
             fail_fx.complete(token, join_response(version, error, "", group.generation, group.protocol_type,
                                                   group.protocol_name, old_leader or ""))
 

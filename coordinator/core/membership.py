@@ -23,11 +23,12 @@ from .outcome import Effects
 from .rebalance import (
     finish_rebalance,
     maybe_prepare_rebalance,
+    member_key,
     park_sync,
     propagate_assignment,
     remove_member_and_update,
     reset_and_propagate_error,
-    schedule_heartbeat,
+    schedule_session,
     store_group,
     try_complete_join,
 )
@@ -72,7 +73,7 @@ def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
             park_sync(env, fx, group, member, token, version)
             return
         fx.complete(token, sync_response(Err.NONE, member.assignment, group.protocol_type, group.protocol_name))
-        schedule_heartbeat(env, fx, group, member)
+        schedule_session(env, fx.now_ms, group, member)
         return
     park_sync(env, fx, group, member, token, version)
     if group.is_leader(member_id):
@@ -155,7 +156,7 @@ def heartbeat(env: Env, now_ms: int, group_id: str, generation: int, member_id: 
         return error
     if group.state is EMPTY:
         return Err.UNKNOWN_MEMBER_ID
-    env.timers.schedule(("member", group_id, member_id), now_ms + group.members[member_id].session_timeout_ms)
+    env.timers.schedule(member_key(group_id, member_id), now_ms + group.members[member_id].session_timeout_ms)
     return Err.REBALANCE_IN_PROGRESS if group.state is PREPARING else Err.NONE
 
 
@@ -189,7 +190,7 @@ def _leave_one(env: Env, fx: Effects, group: Group, member_id: str, instance_id:
         return Err.NONE
     if member_id in group.pending_members:
         group.pending_members.discard(member_id)
-        env.timers.cancel(("member", group.group_id, member_id))
+        env.timers.cancel(member_key(group.group_id, member_id))
         try_complete_join(env, fx, group)
         return Err.NONE
     if group.is_static_fenced(instance_id, member_id):

@@ -33,13 +33,9 @@ def member_key(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("member", group_id, member_id)
 
 
-def schedule_heartbeat(env: Env, fx: Effects, group: Group, member: Member, timeout_ms: int | None = None) -> None:
-    schedule_session(env, fx.now_ms, group, member, timeout_ms)
-
-
 def schedule_session(env: Env, now_ms: int, group: Group, member: Member, timeout_ms: int | None = None) -> None:
     timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-    env.timers.schedule(("member", group.group_id, member.member_id), now_ms + timeout)
+    env.timers.schedule(member_key(group.group_id, member.member_id), now_ms + timeout)
 
 
 def park_join(env: Env, fx: Effects, group: Group, member: Member, token: object, version: int) -> None:
@@ -216,7 +212,7 @@ def complete_join(env: Env, fx: Effects, group: Group) -> None:
             is_leader = member.member_id == leader
             fx.complete(token, join_response(version, Err.NONE, member.member_id, generation, ptype, pname,
                                              leader, everyone if is_leader else []))
-        schedule_heartbeat(env, fx, group, member)
+        schedule_session(env, fx.now_ms, group, member)
         member.is_new = False
         group.pending_sync.add(member.member_id)
     env.timers.schedule(("sync", gid), now + group.rebalance_timeout_ms())
@@ -230,7 +226,7 @@ def propagate_assignment(env: Env, fx: Effects, group: Group, error: Err) -> Non
             member.sync = None
             env.unpark(token)
             fx.complete(token, sync_response(error, member.assignment, ptype, pname))
-            schedule_heartbeat(env, fx, group, member)
+            schedule_session(env, fx.now_ms, group, member)
 
 
 def reset_and_propagate_error(env: Env, fx: Effects, group: Group, error: Err) -> None:

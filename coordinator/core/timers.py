@@ -44,17 +44,15 @@ class Timers:
         return None if rec is None else rec[0]
 
     def schedule(self, key: Hashable, deadline_ms: int) -> None:
+        if self.extend(key, deadline_ms):
+            return  # the queued entry fires first and is then moved to the live deadline
         seq = self._seq = self._seq + 1
         rec = self._live.get(key)
         if rec is None:
             self._live[key] = [deadline_ms, seq, deadline_ms, seq]
-        else:
-            rec[0] = deadline_ms
-            rec[1] = seq
-            if rec[2] <= deadline_ms:
-                return  # the queued entry fires first and is then moved to the live deadline
-            rec[2] = deadline_ms
-            rec[3] = seq
+        else:  # earlier than the queued entry: queue a new one, which is the one that counts
+            rec[0] = rec[2] = deadline_ms
+            rec[1] = rec[3] = seq
         heapq.heappush(self._heap, (deadline_ms, seq, key))
         if len(self._heap) > 2 * len(self._live) + 64:
             self._compact()

@@ -65,21 +65,18 @@ class Slot:
         self.started = started
 
     def complete(self, body: dict[str, Any] | None) -> None:
-        if self.done:
-            return
-        if body is not None:
-            self.frame = codec.encode_response(self.api_key, self.version, self.correlation_id, body)
-        self.done = True
-        if not self.conn.dispatching:  # the reader collects what completes while it dispatches
-            self.conn.wake()
+        """Complete with a response body (None: the request needs no response)."""
+        if not self.done:
+            self.complete_frame(None if body is None else
+                                codec.encode_response(self.api_key, self.version, self.correlation_id, body))
 
-    def complete_frame(self, frame: bytes) -> None:
+    def complete_frame(self, frame: bytes | None) -> None:
         """Complete with a response frame already encoded (a hot path's hand-built answer)."""
         if self.done:
             return
         self.frame = frame
         self.done = True
-        if not self.conn.dispatching:
+        if not self.conn.dispatching:  # the reader collects what completes while it dispatches
             self.conn.wake()
 
 

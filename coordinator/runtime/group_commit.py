@@ -29,7 +29,9 @@ Rules:
   (a thread returning from fsync must win the GIL back from the busy event loop). An errno it answers is a
   journal fsync error as above. If the child stops serving, that round and every later one fsync in a
   worker thread (the lost answer proves nothing, so the fsync is done again).
-- Callbacks run on the trio thread, in the order their writes were appended per log.
+- Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
+  while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
+  release is dropped.
 """
 
 from __future__ import annotations
@@ -202,12 +204,18 @@ class GroupCommit:
         if not dirty and not marks:
             return
         t0 = time.perf_counter()
-        if not dirty and self.fsyncer is not None and self.fsyncer.dead is None:
-            results = await self._sync_journal_in_child()
-        else:
-            if len(dirty) > 1 and self._pool is None:
-                self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
-            results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool, self.journal if marks else None)
+        try:
+            if not dirty and self.fsyncer is not None and self.fsyncer.dead is None:
+                results = await self._sync_journal_in_child()
+            else:
+                if len(dirty) > 1 and self._pool is None:
+                    self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
+                results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool,
+                                                        self.journal if marks else None)
+        except BaseException:  # cancelled mid-round (shutdown): the next flush_now does this round again
+            self._dirty.update(dirty)
+            self._marks[:0] = marks
+            raise
         self.rounds += 1
         if self.metrics is not None:
             self.metrics.flush_seconds.observe(time.perf_counter() - t0)

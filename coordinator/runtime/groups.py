@@ -53,7 +53,6 @@ from protocol.hotpath import (
     MEMO_MAX_FRAME,
     HeartbeatDecoder,
     OneCommit,
-    heartbeat_answer,
     heartbeat_answer_parts,
     offset_commit_answer,
 )
@@ -157,7 +156,6 @@ class RateLimitedLog:
         self.suppressed = 0
         self.next_at = now + self.interval_s
         self.logger.error(msg, *args)
-
 
 
 class _CommitSettled:
@@ -314,12 +312,13 @@ class GroupService:
         if error is None:
             return None
         self._rearm_if_earlier()
+        parts = heartbeat_answer_parts(version, error)
         if key is not None and (lease := self.core.lease(group_id, member_id, error)) is not None:
             leases = self._leases
             if len(leases) >= MEMO_ENTRIES:
                 leases.clear()
-            leases[key] = (version, lease, heartbeat_answer_parts(version, error))
-        return heartbeat_answer(version, payload, error)
+            leases[key] = (version, lease, parts)
+        return payload[4:8].join(parts)
 
     def handle_find_coordinator(self, request: Request, slot: Slot) -> None:
         body, v = request.body, request.version

@@ -245,12 +245,12 @@ class Journal:
             try:
                 self.fs.pwrite_all(f.fd, data, f.size)
             except OSError as exc:
-                self._offline = f"write failed: {exc}"
-                log.error("journal %s is offline: write failed: %s", self.directory, exc)
-                raise JournalOfflineError(f"journal {self.directory} is offline: {self._offline}") from exc
-            f.size += len(data)
-            self._end += len(data)
-            return self._end
+                failed = exc
+            else:
+                f.size += len(data)
+                self._end += len(data)
+                return self._end
+        raise self._go_offline("write", failed) from failed
 
     def sync(self) -> int:
         """fsync what was appended before this call; returns the durable journal position."""

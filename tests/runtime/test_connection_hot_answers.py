@@ -8,9 +8,8 @@ import struct
 
 import trio
 import trio.testing
+from holding_broker import HoldingBroker
 
-from coordinator.config import Config
-from coordinator.metrics import Metrics
 from coordinator.runtime.connection import Connection
 from protocol import codec
 
@@ -22,26 +21,9 @@ def hot_answer(payload: bytes) -> bytes:
     return struct.pack(">i", 4) + payload[4:8]
 
 
-class HotBroker:
+def hot_broker() -> HoldingBroker:
     """Heartbeat and ListGroups answered hot; anything else (ApiVersions) held until ``answer_all``."""
-
-    def __init__(self) -> None:
-        self.config = Config({})
-        self.metrics = Metrics()
-        self.hot = {HEARTBEAT: hot_answer, LIST_GROUPS: hot_answer}
-        self.hot_decoders: dict = {}
-        self.held: list = []
-
-    def handle(self, request, slot) -> None:  # type: ignore[no-untyped-def]
-        self.held.append(slot)
-
-    def connection_closed(self, conn) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-    def answer_all(self) -> None:
-        held, self.held = self.held, []
-        for slot in held:
-            slot.complete({"error_code": 0, "api_keys": []})
+    return HoldingBroker(hot={HEARTBEAT: hot_answer, LIST_GROUPS: hot_answer})
 
 
 def request(api_key: int, correlation_id: int) -> bytes:
@@ -67,7 +49,7 @@ async def read_correlation_ids(stream, count: int) -> list[int]:  # type: ignore
 
 async def test_mixed_hot_apis_in_one_read_answer_in_order_and_count_per_api() -> None:
     client, server = trio.testing.memory_stream_pair()
-    broker = HotBroker()
+    broker = hot_broker()
     conn = Connection(server, broker, "127.0.0.1:1")  # type: ignore[arg-type]
     keys = [HEARTBEAT, HEARTBEAT, LIST_GROUPS, HEARTBEAT, LIST_GROUPS]
     with trio.fail_after(10):
@@ -83,7 +65,7 @@ async def test_mixed_hot_apis_in_one_read_answer_in_order_and_count_per_api() ->
 
 async def test_hot_answers_wait_behind_a_pending_request_and_leave_with_it() -> None:
     client, server = trio.testing.memory_stream_pair()
-    broker = HotBroker()
+    broker = hot_broker()
     conn = Connection(server, broker, "127.0.0.1:1")  # type: ignore[arg-type]
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:

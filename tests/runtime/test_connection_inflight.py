@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
+from holding_broker import HoldingBroker
 
 from coordinator.config import Config
 from coordinator.metrics import Metrics
@@ -13,30 +14,6 @@ from coordinator.runtime.broker import Broker
 from coordinator.runtime.connection import Connection
 from protocol import codec
 from protocol.errors import ProtocolError
-
-
-class HoldingBroker:
-    """Keeps every slot open until told to answer; records how many were open at once."""
-
-    def __init__(self, max_inflight: int) -> None:
-        self.config = Config({"max.inflight.requests.per.connection": max_inflight})
-        self.metrics = Metrics()
-        self.hot: dict = {}  # no hot path: every request goes through handle()
-        self.hot_decoders: dict = {}
-        self.held: list = []
-        self.most_open = 0
-
-    def handle(self, request, slot) -> None:  # type: ignore[no-untyped-def]
-        self.held.append(slot)
-        self.most_open = max(self.most_open, len(slot.conn.slots))
-
-    def connection_closed(self, conn) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-    def answer_all(self) -> None:
-        held, self.held = self.held, []
-        for slot in held:
-            slot.complete({"error_code": 0, "api_keys": []})
 
 
 async def test_the_inflight_cap_holds_when_one_read_carries_many_requests() -> None:

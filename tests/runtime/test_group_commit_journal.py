@@ -124,12 +124,15 @@ class RecordingChild(FsyncProcess):
         super().__init__()
         self.requests = 0
         self.errno = 0
+        self.hold = False
 
     def submit(self, fds: list[int], key: object = None) -> int:
         self.requests += 1
         return super().submit(fds, key)
 
     def reply(self, token: int) -> int | None:
+        if self.hold:  # as if the fsync were still running
+            return None
         got = super().reply(token)
         return self.errno if got is not None and self.errno else got
 
@@ -194,3 +197,16 @@ async def test_a_dead_child_makes_rounds_fsync_in_a_thread(tmp_path: Path) -> No
         gc.stage(logs[2], [(b"k", b"v")], got.append)
         await gc.flush_now()
         assert got == [None, None, None] and len(fs.fsynced) == 2
+
+
+async def test_a_round_cancelled_while_it_waits_leaves_its_work_to_the_next(tmp_path: Path) -> None:
+    with with_child(tmp_path) as (_fs, _journal, logs, child, gc):
+        got: list[Exception | None] = []
+        gc.stage(logs[0], [(b"k", b"v")], got.append)
+        child.hold = True
+        with trio.move_on_after(0.2):  # shutdown cancels the round while its fsync is out
+            await gc.flush_now()
+        assert got == [] and logs[0].high_watermark == 0
+        child.hold = False
+        await gc.flush_now()  # the shutdown flush: the write is made durable and released after all
+        assert got == [None] and logs[0].high_watermark == 1

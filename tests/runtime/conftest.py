@@ -1,0 +1,6 @@
+"""Runtime tests import their shared helpers (holding_broker) as top-level modules."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
