@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from .admin import handle_delete_groups, handle_describe_groups, handle_list_groups
+from .bulk_replay import replay_records
 from .config import GroupConfig
 from .env import Env
 from .errors import Err
@@ -304,13 +305,9 @@ class Coordinator:
     def replay_many(self, shard_id: int, records: Iterable[tuple[bytes, bytes | None]],
                     skipped: Callable[[bytes, ValueError], None]) -> None:
         """``replay`` of each record in order (the load path: one call for many records); a record that
-        cannot be decoded (ValueError) is reported to ``skipped`` and the rest still apply."""
-        replay = self._env.shards[shard_id].replay
-        for key, value in records:
-            try:
-                replay(key, value)
-            except ValueError as e:
-                skipped(key, e)
+        cannot be decoded (ValueError) is reported to ``skipped`` and the rest still apply. Same result as
+        ``replay`` one by one, in a faster loop (``bulk_replay``)."""
+        replay_records(self._env.shards[shard_id], records, skipped)
 
     def finish_loading(self, shard_id: int, now_ms: int) -> Outcome:
         self._epoch += 1
