@@ -162,9 +162,11 @@ def bench_heartbeats(a: argparse.Namespace, work: str) -> dict[str, Any]:
 def bench_commits(a: argparse.Namespace, work: str) -> dict[str, Any]:
     print("\n[2/4] groupcoord: durable simple OffsetCommits", flush=True)
     prof = os.path.join(work, "commits.prof") if a.profile else None
-    server = groupcoord(os.path.join(work, "commits"), profile=prof).start()
+    server = groupcoord(os.path.join(work, "commits"), "--metrics-port", "0", profile=prof).start()
+    metrics = re.search(r"metrics on (http://\S+/metrics)", server.wait_for("groupcoord listening on", 5))
     try:
         out = run_load("commits", server.port, server.pid, "--connections", str(a.commit_connections),
+                       *(["--metrics-url", metrics.group(1)] if metrics else []),
                        "--inflight", str(a.commit_inflight), "--rate", str(a.rate), "--rate-low", str(a.rate_low),
                        "--warmup", str(a.warmup),
                        "--measure", str(a.measure))
@@ -267,6 +269,11 @@ def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
                          f"{lat['p99_ms']:.2f} ms", "<= 10 ms", lat["p99_ms"] / 10, lat["p99_ms"] <= 10))
         rows.append(_row("  p50 / p99.9 / max", f"{lat['p50_ms']:.2f}/{lat['p999_ms']:.1f}/{lat['max_ms']:.1f} ms",
                          f"from schedule p99 {lat['p99_sched_ms']:.1f}", None, None))
+        rounds = c.get("rounds")
+        if rounds:
+            rows.append(_row("  its fsync rounds: > 5 ms / > 10 ms / slowest",
+                             f"{rounds['over_5ms']} / {rounds['over_10ms']} / <= {rounds['slowest_le_ms']:g} ms",
+                             f"of {rounds['rounds']:,} rounds", None, None))
         if "latency_low" in c:
             low = c["latency_low"]
             rows.append(_row(f"  diagnostic: p50 / p99 at {a.rate_low:,.0f}/s offered",

@@ -23,6 +23,7 @@ import statistics
 import struct
 import sys
 import time
+import urllib.request
 from dataclasses import asdict
 from typing import Any
 
@@ -187,11 +188,15 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
         f"cpu {fmt_cpu(r.cpu)}")
     out["throughput"] = asdict(r)
     time.sleep(0.5)
+    before = flush_histogram(args.metrics_url)
     o = open_loop(socks, makers, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
                   err_from_end=COMMIT_ERR_FROM_END)
+    rounds = round_stats(before, flush_histogram(args.metrics_url))
     say(f"commits at {args.rate:,.0f}/s offered: achieved {o.achieved_per_s:,.0f}/s, p50 {o.p50_ms:.2f} ms, "
-        f"p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, errors {o.errors}")
+        f"p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, errors {o.errors}; "
+        f"group-commit rounds {rounds}")
     out["latency"] = asdict(o)
+    out["rounds"] = rounds
     if args.rate_low:
         time.sleep(0.5)
         low = open_loop(socks, makers, rate=args.rate_low, warmup_s=args.warmup, measure_s=args.measure,
@@ -202,6 +207,36 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     for s in socks:
         s.close()
     return out
+
+
+FLUSH_BUCKET = "groupcoord_log_flush_latency_seconds_bucket{"
+
+
+def flush_histogram(url: str | None) -> dict[float, int] | None:
+    """The server's group-commit round durations so far (histogram groupcoord_log_flush_latency_seconds):
+    cumulative count by upper bound in seconds; None without a metrics URL."""
+    if not url:
+        return None
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(FLUSH_BUCKET):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float(le)] = int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def round_stats(before: dict[float, int] | None, after: dict[float, int] | None) -> dict[str, Any] | None:
+    """Rounds between two scrapes: how many, how many slower than 5 and 10 ms, and the bucket bound (ms) that
+    holds the slowest (a round is the fsync that releases a batch of commits: its stalls are the commits')."""
+    if before is None or after is None:
+        return None
+    delta = {le: after[le] - before.get(le, 0) for le in sorted(after)}
+    total = delta[float("inf")]
+    below = [le for le, n in delta.items() if n == total]
+    return {"rounds": total, "over_5ms": total - delta.get(0.005, 0), "over_10ms": total - delta.get(0.01, 0),
+            "slowest_le_ms": below[0] * 1000 if below else None}
 
 
 SCENARIOS = {"echo": scenario_echo, "groups": scenario_groups, "commits": scenario_commits}
@@ -224,6 +259,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rate", type=float, default=5000.0)
     p.add_argument("--rate-low", type=float, default=0.0, help="also measure latency at this offered rate")
     p.add_argument("--server-pid", type=int, default=None, help="report this process's CPU use too")
+    p.add_argument("--metrics-url", default=None, help="commits: the server's /metrics, to report its "
+                   "group-commit round durations during the latency run")
     p.add_argument("--echo-port", type=int, default=0, help="groups: heartbeat rounds alternate with this echo "
                    "server's (E O E ... E)")
     p.add_argument("--echo-pid", type=int, default=None)
