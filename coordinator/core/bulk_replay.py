@@ -68,7 +68,7 @@ def replay_records(shard: Shard, records: Iterable[tuple[bytes, bytes | None]], 
             version, offset, epoch, metadata_len, commit_ts = unpack_value(value)
             if version != 3 or metadata_len:
                 raise _Generic
-        except (_Generic, IndexError, UnicodeDecodeError, AttributeError, TypeError):
+        except (_Generic, IndexError, UnicodeDecodeError):
             prefix = topic_prefix = no_match
             _replay_one(shard, key, value, skipped)
             continue

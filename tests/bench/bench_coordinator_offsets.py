@@ -97,8 +97,7 @@ def load_in_process(data_dir: str, shards: int = 50) -> dict[str, float]:
             if plog is None:
                 plog = manager.create(OFFSETS_TOPIC, shard, OFFSETS_LOG_CONFIG)
             a = time.perf_counter()
-            got = read_offsets_partition(plog)
-            items = got[0] if isinstance(got, tuple) else got  # (records, problems) in newer versions
+            items = read_offsets_partition(plog)
             b = time.perf_counter()
             core.replay_many(shard, items, _no_skips)
             c = time.perf_counter()
