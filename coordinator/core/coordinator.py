@@ -124,6 +124,7 @@ class Coordinator:
         self._writes: dict[int, _PendingWrite] = {}
         self._next_write = 1
         self._epoch = 0  # bumped by every call that may change a heartbeat's answer (see renew)
+        self._last_beat: tuple[int, str, str] | None = None  # (epoch, group, member) of the last ``heartbeat``
 
     # ------------------------------------------------------------ routing
 
@@ -153,12 +154,16 @@ class Coordinator:
         path). None when a timer is due: then ``handle`` must serve it, since it fires due timers too."""
         if self._may_be_due(now_ms):
             return None
+        self._last_beat = (self._epoch, group_id, member_id)
         return heartbeat(self._env, now_ms, group_id, generation, member_id, instance_id)
 
     def lease(self, group_id: str, member_id: str, error: int) -> HeartbeatLease | None:
-        """Called right after ``heartbeat`` answered ``error`` to this member (nothing else in between): a
-        lease to repeat that heartbeat with ``renew``, or None when it re-armed no session (an error, or a
-        shard still loading)."""
+        """Called right after ``heartbeat`` answered ``error`` to this member: a lease to repeat that
+        heartbeat with ``renew``, or None when it re-armed no session (an error, or a shard still loading), or
+        when that ``heartbeat`` was not the last call (an answer from ``handle`` is never leased: it may have
+        fired timers after answering, which changes the next answer)."""
+        if self._last_beat != (self._epoch, group_id, member_id):
+            return None
         if error != Err.NONE and error != Err.REBALANCE_IN_PROGRESS:
             return None
         group = self._env.group(group_id)

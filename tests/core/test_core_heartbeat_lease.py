@@ -32,14 +32,17 @@ Leases = dict[tuple[Beat, int], object]
 
 
 def runtime_like(h: Harness, leases: Leases, version: int, beat: Beat) -> int:
-    """GroupService.hot_heartbeat: renew the lease of this exact request, else heartbeat and take a lease."""
+    """GroupService.hot_heartbeat: renew the lease of this exact request, else the hot heartbeat and take a
+    lease, else (a timer is due) the generic path, whose answer is never leased."""
     key = (beat, version)
     lease = leases.get(key)
     if lease is not None:
         error = h.coord.renew(lease, h.now)
         if error is not None:
             return error
-    error = hot_or_generic(h, version, beat)
+    error = hot(h, version, beat)
+    if error is None:
+        return generic(h, version, beat)
     lease = h.coord.lease(beat.group, beat.member, error)
     if lease is not None:
         leases[key] = lease
@@ -88,6 +91,22 @@ def test_a_due_timer_or_an_earlier_deadline_refuses_the_renewal() -> None:
     assert hot_or_generic(h2, 3, Beat("g", gen2, lead2)) == Err.NONE
     lease2 = h2.coord.lease("g", lead2, Err.NONE)
     assert h2.coord.renew(lease2, h2.now - 5000) is None  # the clock went back: the heap would change
+
+
+def test_no_lease_after_the_generic_path_which_fired_timers_after_answering() -> None:
+    # the members' sessions are all due: the hot path declines, handle answers the heartbeat (NONE, its
+    # session re-armed) and then expires the two others, so the group prepares a rebalance: a lease of that
+    # NONE would answer the next heartbeat wrongly
+    h = Harness()
+    gen, (lead, _b, _c) = h.stable_group("g", 3, session=SESSION)
+    h.now += SESSION
+    beat = Beat("g", gen, lead)
+    assert hot(h, 3, beat) is None
+    assert generic(h, 3, beat) == Err.NONE and h.state("g") == "PreparingRebalance"
+    assert h.coord.lease("g", lead, Err.NONE) is None
+    assert hot(h, 3, beat) == Err.REBALANCE_IN_PROGRESS
+    assert h.coord.lease("g", lead, Err.REBALANCE_IN_PROGRESS) is not None  # right after a hot heartbeat
+    assert h.coord.lease("g", "someone-else", Err.NONE) is None  # not the member that last beat
 
 
 def test_a_commit_leaves_the_lease_valid() -> None:
