@@ -63,7 +63,8 @@ KEYS: tuple[Key, ...] = (
     Key("log.segment.bytes", int, 1 << 30, "Segment size before a roll.", 1024),
     Key("log.retention.ms", int, 7 * 24 * 3600 * 1000, "User topics: delete segments older than this.", -1),
     Key("log.retention.bytes", int, -1, "User topics: keep at most this many bytes a partition.", -1),
-    Key("log.flush.linger.ms", int, 2, "Group commit: gather appends this long before one fsync (ours).", 0),
+    Key("log.flush.linger.ms", int, 0, "Group commit: gather appends this long before one fsync (ours; 0: a round"
+        " starts at once and gathers what arrives during the previous fsync).", 0),
     Key("log.journal.enable", bool, True, "Offsets partitions: make each group-commit round durable with one "
         "fsync of a shared journal instead of one fsync per partition (ours); false = per-partition fsyncs."),
     Key("log.journal.checkpoint.bytes", int, 32 << 20, "Journal: when its current file reaches this size, "

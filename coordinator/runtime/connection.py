@@ -18,7 +18,9 @@ Rules:
   ``wait_readable``/``wait_writable`` only when the kernel says EAGAIN): trio's stream API adds a scheduler
   round trip to every successful call, which costs as much as serving a heartbeat. Fairness is kept by
   hand: a read that found data at once is followed by a checkpoint before its data is served (a read that
-  had to wait for data already let the others run, and costs no extra turn).
+  had to wait for data already let the others run, and costs no extra turn). A read that returned less
+  than it asked for drained the socket, so the next one parks first instead of trying a read that would
+  only say EAGAIN (one system call per request saved when requests come one at a time).
   In-memory test streams (no socket) use the stream API.
 - At most ``max.inflight.requests.per.connection`` slots are open; the reader stops reading until the writer
   frees one (back-pressure instead of unbounded buffering).
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupcoord.connection")
 
 API_VERSIONS = 18
+READ_BYTES = 65536
 
 
 class Slot:
@@ -100,6 +103,7 @@ class Connection:
         self.closed = False
         sock = getattr(stream, "socket", None)
         self._fd: int | None = sock.fileno() if sock is not None else None  # trio's socket owns and closes it
+        self._drained = False  # the last read took less than it asked for: the socket had no more then
 
     def wake(self) -> None:
         """A slot completed outside this connection's reader (a rebalance, a durable write). When it was the
@@ -149,17 +153,23 @@ class Connection:
         fd = self._fd
         if fd is None:
             return await self.stream.receive_some(65536)
-        try:
-            data = os.read(fd, 65536)
-        except BlockingIOError:
-            while True:  # parking for data is this turn's scheduling point
-                await trio.lowlevel.wait_readable(fd)
-                try:
-                    return os.read(fd, 65536)
-                except BlockingIOError:
-                    pass
-        await trio.lowlevel.checkpoint()  # data was there at once: let the others run before serving it
-        return data
+        if not self._drained:
+            try:
+                data = os.read(fd, READ_BYTES)
+            except BlockingIOError:
+                pass
+            else:
+                self._drained = len(data) < READ_BYTES
+                await trio.lowlevel.checkpoint()  # data was there at once: let the others run before serving it
+                return data
+        while True:  # parking for data is this turn's scheduling point
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                data = os.read(fd, READ_BYTES)
+            except BlockingIOError:
+                continue
+            self._drained = len(data) < READ_BYTES
+            return data
 
     async def _send(self, data: bytes) -> None:
         fd = self._fd

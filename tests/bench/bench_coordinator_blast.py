@@ -204,6 +204,13 @@ def closed_loop(socks: Sequence[socket.socket], makers: Sequence[Maker], *, infl
                         per_second, cpu)
 
 
+def percentiles(ms: list[float]) -> dict[str, float]:
+    """p50 / p99 / p99.9 / max of latencies in ms (e.g. several open-loop runs pooled with ``keep``)."""
+    ms = sorted(ms)
+    return {"count": len(ms), "p50_ms": _pct(ms, 0.50), "p99_ms": _pct(ms, 0.99), "p999_ms": _pct(ms, 0.999),
+            "max_ms": ms[-1] if ms else float("nan")}
+
+
 def _pct(sorted_ms: list[float], q: float) -> float:
     if not sorted_ms:
         return float("nan")
@@ -211,7 +218,8 @@ def _pct(sorted_ms: list[float], q: float) -> float:
 
 
 def open_loop(socks: Sequence[socket.socket], makers: Sequence[Maker], *, rate: float, warmup_s: float,
-              measure_s: float, err_from_end: int, drain_s: float = 10.0) -> OpenResult:
+              measure_s: float, err_from_end: int, drain_s: float = 10.0, keep: list[float] | None = None,
+              keep_sched: list[float] | None = None) -> OpenResult:
     ep, conns = _register(socks, makers)
     order = list(conns.values())
     first_error: list[int] = []
@@ -267,6 +275,10 @@ def open_loop(socks: Sequence[socket.socket], makers: Sequence[Maker], *, rate: 
     lat_sched.sort()
     ms = [x * 1000 for x in lat]
     ms_sched = [x * 1000 for x in lat_sched]
+    if keep is not None:  # the caller pools several runs' latencies (ms, from each request's send)
+        keep.extend(ms)
+    if keep_sched is not None:  # the same from each request's scheduled time
+        keep_sched.extend(ms_sched)
     return OpenResult(rate, len(lat) / measure_s, len(lat), errors, first_error[0] if first_error else None,
                       _pct(ms, 0.50), _pct(ms, 0.99), _pct(ms, 0.999), ms[-1] if ms else float("nan"),
                       _pct(ms_sched, 0.50), _pct(ms_sched, 0.99))

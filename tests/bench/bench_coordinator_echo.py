@@ -6,13 +6,22 @@ Rules:
   like a Heartbeat v4 response (size 12, the request's correlation id, empty tagged fields, throttle 0,
   error 0, empty tagged fields). All answers to one read go out in one ``send_all``.
 - No decoding, no dispatch, no state: it is the floor of what any trio server costs per request.
-- Started as ``python -m tests.bench.bench_coordinator_echo serve``; prints ``echo listening on PORT`` once
-  bound on 127.0.0.1 (port 0 = a free one) and runs until SIGTERM/SIGINT. Without ``serve`` it does nothing
-  (``make bench`` runs every ``bench_*.py`` module; this one is only a helper).
+- Durable mode (``serve --durable DIR``), the floor of the commit latency figure: one task per connection
+  parks in ``wait_readable`` and reads its socket's fd (``os.read``; trio's stream API would cost a
+  scheduler round trip per read), and nothing is answered before it is durable. Every frame of every connection is appended to one
+  file in ``DIR``; one flusher task writes what gathered (one ``os.write``), fdatasyncs it in a worker
+  thread, and only then answers each of those frames (same fixed answer), straight to the socket from the
+  flusher (the connection's own task only when the kernel did not take it all). No linger: a round starts
+  as soon as the previous one ended with work waiting. It is the least any trio server pays for a durable
+  acknowledgement on this machine's disk: no decoding, no records, no index, one fsync per round.
+- Started as ``python -m tests.bench.bench_coordinator_echo serve [--durable DIR]``; prints ``echo listening
+  on PORT`` once bound on 127.0.0.1 (port 0 = a free one) and runs until SIGTERM/SIGINT. Without ``serve``
+  it does nothing (``make bench`` runs every ``bench_*.py`` module; this one is only a helper).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import struct
 import sys
@@ -50,11 +59,110 @@ async def echo_connection(stream: trio.SocketStream) -> None:
             await stream.aclose()
 
 
-async def serve(port: int) -> None:
+class Durable:
+    """The durable floor's shared state: frames gathered since the last write, and who to answer."""
+
+    def __init__(self, directory: str) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.fd = os.open(os.path.join(directory, "frames.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.frames: list[bytes] = []
+        self.waiting: list[tuple[DurableConnection, list[bytes]]] = []  # answers released by the next fsync
+        self.kick = trio.Event()
+        self.rounds = 0
+
+    async def run(self) -> None:
+        while True:
+            await self.kick.wait()
+            self.kick = trio.Event()
+            frames, self.frames = self.frames, []
+            waiting, self.waiting = self.waiting, []
+            os.write(self.fd, b"".join(frames))
+            await trio.to_thread.run_sync(os.fdatasync, self.fd)
+            self.rounds += 1
+            for conn, answers in waiting:
+                conn.answer(b"".join(answers))
+
+
+class DurableConnection:
+    def __init__(self, stream: trio.SocketStream, durable: Durable) -> None:
+        self.stream = stream
+        self.durable = durable
+        self.fd = stream.socket.fileno()
+        self.out: list[bytes] = []  # what the kernel did not take at once, for this connection's writer
+        self.wake = trio.Event()
+        self.closed = False  # set before the socket closes: its fd number may then be reused
+
+    def answer(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if not self.out:
+            try:
+                sent = os.write(self.fd, data)
+            except OSError:  # EAGAIN or a dead peer: the writer meets it
+                sent = 0
+            if sent == len(data):
+                return
+            data = data[sent:]
+        self.out.append(data)
+        self.wake.set()
+
+    async def write_loop(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake = trio.Event()
+            out, self.out = self.out, []
+            if out:
+                await self.stream.send_all(b"".join(out))
+
+    async def read_loop(self) -> None:
+        reader = FrameReader()
+        durable = self.durable
+        fd = self.fd
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not data:
+                return
+            reader.feed(data)
+            answers = []
+            while (payload := reader.next_frame()) is not None:
+                durable.frames.append(struct.pack(">i", len(payload)) + payload)
+                answers.append(answer(payload))
+            if answers:
+                durable.waiting.append((self, answers))
+                durable.kick.set()
+
+
+def durable_handler(durable: Durable):  # noqa: ANN201 (a trio.serve_listeners handler)
+    async def handle(stream: trio.SocketStream) -> None:
+        conn = DurableConnection(stream, durable)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn.write_loop)
+                await conn.read_loop()
+                nursery.cancel_scope.cancel()
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass  # the peer went away
+        finally:
+            conn.closed = True
+            with trio.move_on_after(1):
+                await stream.aclose()
+    return handle
+
+
+async def serve(port: int, durable_dir: str | None = None) -> None:
     listeners = await trio.open_tcp_listeners(port, host="127.0.0.1", backlog=4096)
     print(f"echo listening on {listeners[0].socket.getsockname()[1]}", flush=True)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(trio.serve_listeners, echo_connection, listeners)
+        if durable_dir is None:
+            nursery.start_soon(trio.serve_listeners, echo_connection, listeners)
+        else:
+            durable = Durable(durable_dir)
+            nursery.start_soon(durable.run)
+            nursery.start_soon(trio.serve_listeners, durable_handler(durable), listeners)
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for _ in signals:
                 break
@@ -63,9 +171,16 @@ async def serve(port: int) -> None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "serve":
-        print("helper of tests.bench.bench_coordinator (run that); `serve [PORT]` starts the echo server")
+        print("helper of tests.bench.bench_coordinator (run that); `serve [PORT] [--durable DIR]` starts the echo"
+              " server")
         return 0
-    trio.run(serve, int(argv[1]) if len(argv) > 1 else 0)
+    rest = argv[1:]
+    durable = None
+    if "--durable" in rest:
+        i = rest.index("--durable")
+        durable = rest[i + 1]
+        del rest[i:i + 2]
+    trio.run(serve, int(rest[0]) if rest else 0, durable)
     return 0
 
 

@@ -11,7 +11,10 @@ stderr and one line ``RESULT <json>`` on stdout. Scenarios:
   rounds is compared with the mean of the echo rounds around it.
 - ``commits``: against groupcoord: simple OffsetCommit v8 (generation -1, empty member id, one partition,
   a group per connection, the offset increasing per request); closed-loop max throughput, then open-loop
-  latency at a fixed offered rate.
+  latency at a fixed offered rate. With ``--floor-port`` (the durable echo floor, bench_coordinator_echo
+  ``--durable``), ``--rounds`` latency runs of ours alternate with as many against the floor (O F O F ..),
+  each server over its own ``--connections`` connections with the same requests; the latency figures are
+  percentiles of each server's runs pooled, and every run's own p50/p99 is reported too.
 Without a scenario it only says that it is a helper (``make bench`` runs every bench_*.py module).
 """
 
@@ -30,7 +33,7 @@ from typing import Any
 import trio
 
 from protocol import codec
-from tests.bench.bench_coordinator_blast import closed_loop, connect_all, open_loop, process_cpu
+from tests.bench.bench_coordinator_blast import closed_loop, connect_all, open_loop, percentiles, process_cpu
 from tests.bench.bench_coordinator_members import (
     Member,
     form_group,
@@ -188,15 +191,39 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
         f"cpu {fmt_cpu(r.cpu)}")
     out["throughput"] = asdict(r)
     time.sleep(0.5)
+    floor_socks = connect_all(args.floor_port, args.connections) if args.floor_port else []
+    floor_makers = [commit_maker(f"bench-commits-{i}", i % 16, f"bench-committer-{i}")
+                    for i in range(len(floor_socks))]
+    pooled: dict[str, tuple[list[float], list[float]]] = {"ours": ([], []), "floor": ([], [])}
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "floor": []}
     before = flush_histogram(args.metrics_url)
-    o = open_loop(socks, makers, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
-                  err_from_end=COMMIT_ERR_FROM_END)
+    for _ in range(args.rounds if floor_socks else 1):
+        for name, ss, mm in (("ours", socks, makers), ("floor", floor_socks, floor_makers)):
+            if not ss:
+                continue
+            keep, keep_sched = pooled[name]
+            o = open_loop(ss, mm, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
+                          err_from_end=COMMIT_ERR_FROM_END, keep=keep, keep_sched=keep_sched)
+            say(f"{name}: commits at {args.rate:,.0f}/s offered: achieved {o.achieved_per_s:,.0f}/s, "
+                f"p50 {o.p50_ms:.2f} ms, p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, "
+                f"errors {o.errors}")
+            runs[name].append(asdict(o))
+            time.sleep(0.3)
     rounds = round_stats(before, flush_histogram(args.metrics_url))
-    say(f"commits at {args.rate:,.0f}/s offered: achieved {o.achieved_per_s:,.0f}/s, p50 {o.p50_ms:.2f} ms, "
-        f"p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, errors {o.errors}; "
-        f"group-commit rounds {rounds}")
-    out["latency"] = asdict(o)
+    for name in ("ours", "floor"):
+        if not runs[name]:
+            continue
+        keep, keep_sched = pooled[name]
+        summary = percentiles(keep)
+        summary.update(achieved_per_s=min(r["achieved_per_s"] for r in runs[name]),
+                       errors=sum(r["errors"] for r in runs[name]),
+                       p99_sched_ms=percentiles(keep_sched)["p99_ms"], runs=runs[name])
+        say(f"{name}: {len(runs[name])} run(s) pooled: p50 {summary['p50_ms']:.2f} ms, p99 {summary['p99_ms']:.2f} ms,"
+            f" max {summary['max_ms']:.2f} ms" + (f"; group-commit rounds {rounds}" if name == "ours" else ""))
+        out["latency" if name == "ours" else "floor"] = summary
     out["rounds"] = rounds
+    for s in floor_socks:
+        s.close()
     if args.rate_low:
         time.sleep(0.5)
         low = open_loop(socks, makers, rate=args.rate_low, warmup_s=args.warmup, measure_s=args.measure,
@@ -264,7 +291,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--echo-port", type=int, default=0, help="groups: heartbeat rounds alternate with this echo "
                    "server's (E O E ... E)")
     p.add_argument("--echo-pid", type=int, default=None)
-    p.add_argument("--rounds", type=int, default=3, help="groups with --echo-port: rounds of each")
+    p.add_argument("--rounds", type=int, default=3, help="groups with --echo-port / commits with --floor-port: "
+                   "rounds of each")
+    p.add_argument("--floor-port", type=int, default=0, help="commits: latency runs alternate with this durable "
+                   "echo floor's (O F O F ..)")
     args = p.parse_args(argv)
     result = SCENARIOS[args.scenario](args)
     print("RESULT " + json.dumps(result), flush=True)
