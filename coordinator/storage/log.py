@@ -93,6 +93,7 @@ class PartitionLog:
         self._recovery_point = 0
         self._durable_elsewhere = 0  # offsets below it are durable in the journal (see note_durable)
         self._log_start = 0
+        self._checkpointed: bytes | None = None  # what this process last wrote to the checkpoint file
         self._offline: str | None = None
         self._closed = False
         self._lock = threading.Lock()
@@ -217,10 +218,13 @@ class PartitionLog:
             log.warning("partition %s: unreadable checkpoint %r; re-validating everything", self.directory, data)
             return 0, 0
 
-    def _write_checkpoint(self) -> None:
+    def _write_checkpoint(self, only_if_changed: bool = False) -> None:
         with self._lock:
-            text = f"1 {self._recovery_point} {self._log_start}\n"
-        self.fs.write_atomic(os.path.join(self.directory, CHECKPOINT_FILE), text.encode("ascii"))
+            text = f"1 {self._recovery_point} {self._log_start}\n".encode("ascii")
+        if only_if_changed and text == self._checkpointed:
+            return
+        self.fs.write_atomic(os.path.join(self.directory, CHECKPOINT_FILE), text)
+        self._checkpointed = text
 
     def _create_segment(self, base: int) -> Segment:
         path = os.path.join(self.directory, segment_file_name(base))
@@ -396,11 +400,14 @@ class PartitionLog:
                 return self._recovery_point
 
     def checkpoint(self) -> None:
-        """Persist the recovery point and log start offset (atomically); call periodically and at close."""
+        """Persist the recovery point and log start offset (atomically); call periodically and at close.
+        Nothing is written when both are what this process last wrote there: each write is a file create,
+        an fsync, a rename and a directory fsync, and the periodic checkpoint of every log at once would
+        otherwise queue dozens of filesystem-journal commits ahead of the group commit's fsync."""
         with self._flush_lock:
             self._check_online()
             try:
-                self._write_checkpoint()
+                self._write_checkpoint(only_if_changed=True)
             except OSError as exc:
                 raise self._go_offline("checkpoint write", exc) from exc
 

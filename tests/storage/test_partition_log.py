@@ -92,6 +92,43 @@ def test_leftovers_of_an_interrupted_compaction_or_checkpoint_are_removed_at_ope
     assert offsets_in(again.read(0, 1000)) == [0, 1, 2]
 
 
+class AtomicWrites(FileSystem):
+    """Records every atomic file write (path, bytes)."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, bytes]] = []
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self.writes.append((os.path.basename(path), data))
+        super().write_atomic(path, data)
+
+
+def test_periodic_checkpoint_writes_only_when_the_recovery_point_or_log_start_moved(path):
+    """The server checkpoints every log every minute; an unchanged one costs no create+fsync+rename+fsync."""
+    fs = AtomicWrites()
+    plog = PartitionLog.open(path, SMALL, fs)
+    assert fs.writes == [("recovery-point", b"1 0 0\n")]  # a new log writes its first one at open
+    plog.checkpoint()
+    plog.checkpoint()
+    assert len(fs.writes) == 1  # nothing moved
+    plog.append([batch(3)])
+    plog.checkpoint()
+    assert len(fs.writes) == 1  # appended, not flushed: the recovery point is where it was
+    plog.flush()
+    plog.checkpoint()
+    plog.checkpoint()
+    assert fs.writes[1:] == [("recovery-point", b"1 3 0\n")]
+    plog.close()
+    with open(os.path.join(path, "recovery-point"), "rb") as f:
+        assert f.read() == b"1 3 0\n"
+    reopened = PartitionLog.open(path, SMALL, fs)  # opening writes its own (the file may predate this process)
+    assert fs.writes[-1] == ("recovery-point", b"1 3 0\n")
+    count = len(fs.writes)
+    reopened.checkpoint()
+    assert len(fs.writes) == count
+    assert offsets_in(reopened.read(0, 1000)) == [0, 1, 2]
+
+
 def test_reads_at_every_offset_across_segment_rolls(path):
     plog = PartitionLog.open(path, SMALL)
     for i in range(40):
