@@ -25,6 +25,7 @@ import os
 import signal
 import struct
 import sys
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -68,7 +69,6 @@ class Durable:
         self.frames: list[bytes] = []
         self.waiting: list[tuple[DurableConnection, list[bytes]]] = []  # answers released by the next fsync
         self.kick = trio.Event()
-        self.rounds = 0
 
     async def run(self) -> None:
         while True:
@@ -78,7 +78,6 @@ class Durable:
             waiting, self.waiting = self.waiting, []
             os.write(self.fd, b"".join(frames))
             await trio.to_thread.run_sync(os.fdatasync, self.fd)
-            self.rounds += 1
             for conn, answers in waiting:
                 conn.answer(b"".join(answers))
 
@@ -89,13 +88,14 @@ class DurableConnection:
         self.durable = durable
         self.fd = stream.socket.fileno()
         self.out: list[bytes] = []  # what the kernel did not take at once, for this connection's writer
+        self.sending = False  # the writer is sending: anything new queues behind it, to keep the order
         self.wake = trio.Event()
         self.closed = False  # set before the socket closes: its fd number may then be reused
 
     def answer(self, data: bytes) -> None:
         if self.closed:
             return
-        if not self.out:
+        if not self.out and not self.sending:
             try:
                 sent = os.write(self.fd, data)
             except OSError:  # EAGAIN or a dead peer: the writer meets it
@@ -112,7 +112,13 @@ class DurableConnection:
             self.wake = trio.Event()
             out, self.out = self.out, []
             if out:
-                await self.stream.send_all(b"".join(out))
+                self.sending = True
+                try:
+                    await self.stream.send_all(b"".join(out))
+                finally:
+                    self.sending = False
+                if self.out:  # queued while this send was under way
+                    self.wake.set()
 
     async def read_loop(self) -> None:
         reader = FrameReader()
@@ -136,7 +142,7 @@ class DurableConnection:
                 durable.kick.set()
 
 
-def durable_handler(durable: Durable):  # noqa: ANN201 (a trio.serve_listeners handler)
+def durable_handler(durable: Durable) -> Callable[[trio.SocketStream], Awaitable[None]]:
     async def handle(stream: trio.SocketStream) -> None:
         conn = DurableConnection(stream, durable)
         try:

@@ -80,6 +80,18 @@ class ServerProcess:
     def log(self) -> str:
         return "".join(self.output)
 
+    def wait_loaded(self, timeout: float = 20.0) -> ServerProcess:
+        """Until the server logged that its offsets partitions are loaded (before, group requests get
+        COORDINATOR_LOAD_IN_PROGRESS)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(" offsets partitions (" in line and "loaded " in line for line in self.output):
+                return self
+            if not self.alive():
+                raise RuntimeError("server exited while loading:\n" + self.log())
+            time.sleep(0.01)
+        raise RuntimeError("offsets partitions not loaded in time:\n" + self.log())
+
 
 def raw_exchange(port: int, frame: bytes, timeout: float = 5.0) -> bytes:
     """Send bytes, return the first response frame's payload, or b'' if the server closed the connection."""

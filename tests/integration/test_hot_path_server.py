@@ -160,7 +160,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
     hot = ServerProcess(base / "hot", *FLAGS)
     cold = ServerProcess(base / "cold", *FLAGS, "--hot-path-enable", "false")
     try:
-        yield hot.start(), cold.start()
+        # group requests before the load answer COORDINATOR_LOAD_IN_PROGRESS (a flaky first JoinGroup)
+        yield hot.start().wait_loaded(), cold.start().wait_loaded()
     finally:
         for srv in (hot, cold):
             if srv.proc is not None:
