@@ -25,10 +25,16 @@ Rules:
   journaled write of that round and later ones (never retried); if a checkpoint cannot fsync a log, journal
   files are kept from then on, so a restart can still replay them.
 - Fsync child (``fsyncer`` given; the server's default): a round with journaled writes only hands the
-  journal's fdatasync to that child process and waits for its answer on a socket, without a worker thread
-  (a thread returning from fsync must win the GIL back from the busy event loop). An errno it answers is a
-  journal fsync error as above. If the child stops serving, that round and every later one fsync in a
-  worker thread (the lost answer proves nothing, so the fsync is done again).
+  journal's fdatasync to that child process without a worker thread (a thread returning from fsync must win
+  the GIL back from the busy event loop). Rounds pipeline: ``run`` submits a round's fsync request and goes
+  on at once, so what is staged meanwhile is appended and submitted while that fsync is still under way
+  (at most ``MAX_IN_FLIGHT`` requests unanswered; more waits for an answer). The child fsyncs back to back
+  and each answer covers every request sent before its fdatasync began; one reader task takes the answers,
+  marks the logs durable and releases their callbacks. Waiting for the previous fsync's answer, the
+  responses it releases and the next round's append are thus never between two fsyncs. An errno it
+  answers is a journal fsync error as above. If the child stops serving, every unanswered request and
+  every later round fsync in a worker thread (the lost answer proves nothing, so the fsync is done again).
+  ``flush_now`` (shutdown, and rounds that also fsync other logs) waits for every request in flight.
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
@@ -39,6 +45,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -47,7 +54,7 @@ import trio
 from coordinator.metrics import Metrics
 from coordinator.storage.errors import LogOfflineError, StorageError
 from coordinator.storage.fsync_process import FsyncProcess, FsyncProcessGone
-from coordinator.storage.journal import Journal
+from coordinator.storage.journal import Journal, SyncPlan
 from coordinator.storage.log import AppendInfo, PartitionLog
 from protocol.record_batch import build_kv_batch
 
@@ -57,6 +64,7 @@ Callback = Callable[[Exception | None], None]
 KeyValue = tuple[bytes, bytes | None]
 
 FSYNC_THREADS = 8
+MAX_IN_FLIGHT = 8  # fsync requests to the child awaiting an answer (its socket buffer holds far more)
 CHECKPOINT_BYTES = 32 << 20
 
 
@@ -83,6 +91,10 @@ class GroupCommit:
         self._kick = trio.Event()
         self._pool: ThreadPoolExecutor | None = None  # created on the first round with several logs
         self.rounds = 0
+        # fsync requests sent to the child and not answered yet, oldest first: (token, plan, marks, sent at)
+        self._in_flight: deque[tuple[int, SyncPlan, list[tuple[PartitionLog, int]], float]] = deque()
+        self._reader = False  # run's reader task takes the child's answers (else whoever waits reads them)
+        self._answered = trio.Event()  # set (and replaced) after each batch of answers the reader took
 
     def append(self, plog: PartitionLog, batches: Sequence[bytes]) -> AppendInfo:
         info = plog.append(batches)
@@ -110,17 +122,162 @@ class GroupCommit:
     async def run(self) -> None:
         hot = False
         async with trio.open_nursery() as nursery:
+            if self._child_serving():
+                nursery.start_soon(self._read_answers)
             while True:
                 await self._kick.wait()
                 self._kick = trio.Event()
                 if self.linger and not hot:
                     await trio.sleep(self.linger)
-                await self.flush_now()
-                hot = self._kick.is_set()
+                if self._reader and not self._dirty and self._journaled_waiters_only():
+                    self._submit_round()  # does not wait: the reader releases it when its answer comes
+                    hot = bool(self._in_flight)  # an fsync under way gathers the next round: no linger
+                else:
+                    await self.flush_now()
+                    hot = self._kick.is_set()
                 journal = self.journal
                 if journal is not None and not self._checkpointing and journal.current_size >= self.checkpoint_bytes:
                     self._checkpointing = True
                     nursery.start_soon(self.checkpoint)
+
+    def _child_serving(self) -> bool:
+        return self.journal is not None and self.fsyncer is not None and self.fsyncer.dead is None
+
+    def _journaled_waiters_only(self) -> bool:
+        journaled = self._journal_logs
+        return all(w[0] in journaled for w in self._waiters)
+
+    def _submit_round(self) -> None:
+        """Pipelined round: append what is staged and send its fsync request, without waiting. At
+        ``MAX_IN_FLIGHT`` unanswered requests the marks wait; the reader kicks a round when answers come."""
+        self._append_staged()
+        if self._marks and len(self._in_flight) < MAX_IN_FLIGHT:
+            marks, self._marks = self._marks, []
+            if not self._submit(marks):  # the child stopped serving: the next round fsyncs in a thread
+                self._kick.set()
+
+    def _submit(self, marks: list[tuple[PartitionLog, int]]) -> bool:
+        """Send the fsync request covering ``marks`` (journal bytes already written) to the child. False if the
+        child cannot take it (the marks are then back in ``_marks``)."""
+        journal, child = self.journal, self.fsyncer
+        assert journal is not None and child is not None
+        tokens: list[int] = []
+        try:
+            plan = journal.begin_sync(lambda fds, key: tokens.append(child.submit(fds, key)))
+        except StorageError as e:  # the journal is offline: nothing of this round can become durable
+            self._settle(marks, e)
+            return True
+        except FsyncProcessGone as e:
+            log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+            self._marks[:0] = marks
+            return False
+        if not tokens:  # nothing unsynced: a thread round already covered these bytes
+            self._settle(marks, None)
+        else:
+            self._in_flight.append((tokens[0], plan, marks, time.perf_counter()))
+        return True
+
+    def _take_answers(self) -> None:
+        """Apply the child's answers that have arrived (raises FsyncProcessGone if it stopped serving)."""
+        child, journal = self.fsyncer, self.journal
+        assert child is not None and journal is not None
+        answers = child.poll()
+        if not answers:
+            return
+        now = time.perf_counter()
+        done: list[tuple[PartitionLog, int]] = []
+        failures: dict[PartitionLog, Exception] = {}
+        for token, errno in answers:
+            error = OSError(errno, os.strerror(errno)) if errno else None
+            while self._in_flight and self._in_flight[0][0] <= token:
+                _, plan, marks, sent = self._in_flight.popleft()
+                self.rounds += 1
+                if self.metrics is not None:
+                    self.metrics.flush_seconds.observe(now - sent)
+                try:
+                    journal.end_sync(plan, error)
+                except StorageError as e:
+                    failures.update((plog, e) for plog, _ in marks)
+                else:
+                    done.extend(marks)
+        for plog, next_offset in done:
+            plog.note_durable(next_offset)
+        self._release(failures)
+        if self._marks:  # held back at MAX_IN_FLIGHT: there is room now
+            self._kick.set()
+
+    def _settle(self, marks: list[tuple[PartitionLog, int]], failure: Exception | None) -> None:
+        """Marks whose fsync ended without the child (nothing to sync, or the journal is offline)."""
+        for plog, next_offset in marks:
+            if failure is None:
+                plog.note_durable(next_offset)
+        self._release({plog: failure for plog, _ in marks} if failure is not None else {})
+
+    def _release(self, results: dict[PartitionLog, Exception]) -> None:
+        """Call back every waiter whose log failed (its error) or is now durable past its write, in order."""
+        waiters, self._waiters = self._waiters, []
+        for plog, last, cb in waiters:
+            if plog.high_watermark > last:  # first: an earlier answer made it durable before a later one failed
+                _call(cb, None)
+            elif (outcome := results.get(plog)) is not None:
+                _call(cb, outcome)
+            else:
+                self._waiters.append((plog, last, cb))
+
+    async def _read_answers(self) -> None:
+        """run's reader: the only task waiting on the child's socket while it runs."""
+        child = self.fsyncer
+        assert child is not None
+        self._reader = True
+        try:
+            while True:
+                try:
+                    await trio.lowlevel.wait_readable(child.fileno())
+                    self._take_answers()
+                except FsyncProcessGone as e:
+                    log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on",
+                                e)
+                    self._reader = False
+                    self._kick.set()
+                    await self._sync_in_flight_in_thread()
+                    return
+                finally:
+                    self._answered.set()
+                    self._answered = trio.Event()
+        finally:
+            self._reader = False
+            self._answered.set()
+
+    async def _await_in_flight(self) -> None:
+        """Until every request sent to the child is answered (or, if it stopped serving, fsynced here)."""
+        while self._in_flight:
+            if self._reader:
+                await self._answered.wait()
+                continue
+            child = self.fsyncer
+            assert child is not None
+            try:
+                await trio.lowlevel.wait_readable(child.fileno())
+                self._take_answers()
+            except FsyncProcessGone as e:
+                log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+                await self._sync_in_flight_in_thread()
+
+    async def _sync_in_flight_in_thread(self) -> None:
+        """The child's answers will not come: fsync the journal here for every request it had."""
+        journal = self.journal
+        assert journal is not None
+        in_flight, self._in_flight = list(self._in_flight), deque()
+        marks = [m for _, _, ms, _ in in_flight for m in ms]
+        if not marks:
+            return
+        try:
+            results = await trio.to_thread.run_sync(_flush_all, [], None, journal)
+        except BaseException:  # cancelled (shutdown): the next flush_now fsyncs them
+            self._marks[:0] = marks
+            raise
+        failure = results.get(None)
+        self._settle(marks, failure if isinstance(failure, Exception) else None)
 
     def _append_staged(self) -> None:
         staged, self._staged = self._staged, {}
@@ -196,22 +353,27 @@ class GroupCommit:
             self.fsyncer.close()
 
     async def flush_now(self) -> None:
+        """One whole round, waited for: every request in flight answered, then what is staged appended and
+        fsynced (the journal by the child when it is the only file to sync, else in worker threads)."""
         self._append_staged()
+        if self._in_flight:
+            await self._await_in_flight()
         journaled = self._journal_logs
         dirty = list(self._dirty | {w[0] for w in self._waiters if w[0] not in journaled})
         self._dirty.clear()
         marks, self._marks = self._marks, []
         if not dirty and not marks:
             return
+        if not dirty and self._child_serving():
+            if self._submit(marks):
+                await self._await_in_flight()
+                return
+            marks, self._marks = self._marks, []
         t0 = time.perf_counter()
         try:
-            if not dirty and self.fsyncer is not None and self.fsyncer.dead is None:
-                results = await self._sync_journal_in_child()
-            else:
-                if len(dirty) > 1 and self._pool is None:
-                    self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
-                results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool,
-                                                        self.journal if marks else None)
+            if len(dirty) > 1 and self._pool is None:
+                self._pool = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="fsync")
+            results = await trio.to_thread.run_sync(_flush_all, dirty, self._pool, self.journal if marks else None)
         except BaseException:  # cancelled mid-round (shutdown): the next flush_now does this round again
             self._dirty.update(dirty)
             self._marks[:0] = marks
@@ -225,39 +387,9 @@ class GroupCommit:
                 plog.note_durable(next_offset)
             else:
                 results[plog] = failure
-        waiters, self._waiters = self._waiters, []
-        for plog, last, cb in waiters:
-            outcome = results.get(plog)
-            if isinstance(outcome, Exception):
-                _call(cb, outcome)
-            elif plog.high_watermark > last:
-                _call(cb, None)
-            else:
-                self._waiters.append((plog, last, cb))  # appended after the fsync began: next round
+        self._release({plog: r for plog, r in results.items() if isinstance(r, Exception)})
         if self._waiters:
             self._kick.set()
-
-    async def _sync_journal_in_child(self) -> dict[PartitionLog | None, int | Exception]:
-        """A round with journaled writes only: the journal's fsync by the child process, awaited like a socket
-        (results shaped as ``_flush_all``'s). If the child stops serving, this round and every later one
-        fsync in a worker thread instead (again: an answer that never came proves nothing)."""
-        journal, child = self.journal, self.fsyncer
-        assert journal is not None and child is not None
-        tokens: list[int] = []
-        try:
-            plan = journal.begin_sync(lambda fds, key: tokens.append(child.submit(fds, key)))
-            error = None
-            if tokens:
-                while (errno := child.reply(tokens[0])) is None:
-                    await trio.lowlevel.wait_readable(child.fileno())
-                error = OSError(errno, os.strerror(errno)) if errno else None
-            journal.end_sync(plan, error)
-        except StorageError as e:
-            return {None: e}
-        except FsyncProcessGone as e:
-            log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
-            return await trio.to_thread.run_sync(_flush_all, [], None, journal)
-        return {}
 
 
 def _flush_all(logs: list[PartitionLog], pool: ThreadPoolExecutor | None, journal: Journal | None

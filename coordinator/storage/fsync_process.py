@@ -8,18 +8,21 @@ answers with one small message that the event loop waits for like any socket.
 Rules:
 - ``FsyncProcess.start()`` spawns ``python -I -S <this file> FD``: the child imports only the standard
   library and serves one ``socketpair(AF_UNIX, SOCK_SEQPACKET)`` end.
-- A request is an 8-byte token, with 1..``MAX_FDS`` file descriptors attached (SCM_RIGHTS: the child gets
-  its own references to the same open files, so closing ours afterwards changes nothing) or with none,
-  meaning "the same files as the last request" (``submit(fds, key)`` sends them only when ``key`` differs
-  from the previous request's; the child then closes the copies it held). The child fdatasyncs them in
-  order and answers ``token | errno`` (0: all durable; else the first failure's errno, and the files after
-  it are not synced). Requests are served one at a time, in order.
+- A request is an 8-byte token (1, 2, 3, ... in submission order), with 1..``MAX_FDS`` file descriptors
+  attached (SCM_RIGHTS: the child gets its own references to the same open files, so closing ours afterwards
+  changes nothing) or with none, meaning "the same files as the last request" (``submit(fds, key)`` sends
+  them only when ``key`` differs from the previous request's; the child then closes the copies it held).
+- Requests pipeline: ``submit`` never waits for an answer, so a request can be sent while the child is in an
+  fdatasync. Whenever the child is free it takes EVERY request waiting on its socket, fdatasyncs the files
+  of the newest one (the caller's contract: a later request's files include every file an earlier one
+  still needs) and answers once: ``token | errno`` with the newest token taken. An answer covers every
+  request up to its token: each was sent, so its bytes were written, before that fdatasync began. errno 0:
+  all durable; else the first failure's errno (the files after it are not synced), for all of them.
 - fdatasync acts on the file, not on the descriptor: the child's fsync makes durable what this process
   wrote through its own descriptor. An fsync error is reported to every descriptor of the file opened before
   the error, so the child sees it as ours would.
-- The parent never blocks: ``submit`` sends without waiting (a full socket buffer is an error), ``reply``
-  returns None until the answer arrives; the caller waits for ``fileno()`` to be readable. Answers with an
-  older token (a waiter that was cancelled) are skipped.
+- The parent never blocks: ``poll()`` returns the answers that have arrived (none yet: empty); the caller
+  waits for ``fileno()`` to be readable. Answers come in token order, each newer than the last.
 - Anything wrong with the child itself (it died, the socket broke, a malformed answer) raises
   ``FsyncProcessGone`` and the object stays dead: the caller then fsyncs in-process. An fsync whose answer
   never came may or may not have happened, so the caller must fsync again; fsync is idempotent, nothing is
@@ -32,6 +35,7 @@ Rules:
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import struct
@@ -51,7 +55,8 @@ class FsyncProcess:
     def __init__(self) -> None:
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
-        self._token = 0
+        self._token = 0  # the last request's token
+        self._answered = 0  # the newest token answered
         self._key: object = None  # the files the child holds (the last request's key)
         self.dead: str | None = "not started"
 
@@ -108,26 +113,27 @@ class FsyncProcess:
             raise self._fail(f"fsync request failed: {e}") from e
         return self._token
 
-    def reply(self, token: int) -> int | None:
-        """The errno answered for ``token`` (0: durable), or None if it has not arrived yet."""
+    def poll(self) -> list[tuple[int, int]]:
+        """The answers that have arrived, oldest first: ``(token, errno)``, each covering every request up to
+        ``token`` (errno 0: durable). Empty when none has arrived yet."""
         sock = self._sock
         if self.dead is not None or sock is None:
             raise FsyncProcessGone(self.dead or "closed")
+        got: list[tuple[int, int]] = []
         while True:
             try:
                 data = sock.recv(64)
             except BlockingIOError:
-                return None
+                return got
             except OSError as e:
                 raise self._fail(f"fsync answer failed: {e}") from e
             if len(data) != REPLY.size:
                 raise self._fail("fsync child exited" if not data else f"malformed fsync answer {data!r}")
-            got, err = REPLY.unpack(data)
-            if got == token:
-                return err
-            if got > token:
-                raise self._fail(f"fsync answer for {got} while waiting for {token}")
-            # an answer to a request whose waiter went away: skip it
+            token, err = REPLY.unpack(data)
+            if not self._answered < token <= self._token:
+                raise self._fail(f"fsync answer for {token} after {self._answered} (last request {self._token})")
+            self._answered = token
+            got.append((token, err))
 
     def close(self, timeout: float = 5.0) -> None:
         if self.dead is None:
@@ -145,34 +151,64 @@ class FsyncProcess:
 
 
 def serve(sock: socket.socket) -> None:
-    """The child's loop: one request at a time until EOF."""
-    held: list[int] = []  # the files of the last request that carried some
+    """The child's loop until EOF: wait for a request, take every one waiting, one fdatasync round for all of
+    them, one answer."""
+    held: list[int] = []  # the files of the newest request that carried some
+    sock.setblocking(False)
+    waiter = select.poll()
+    waiter.register(sock.fileno(), select.POLLIN)
     while True:
         try:
-            msg, fds, flags, _ = socket.recv_fds(sock, 64, MAX_FDS)
+            waiter.poll()
         except InterruptedError:
             continue
-        if not msg and not fds:
+        token, taken, bad, eof = 0, 0, False, False
+        while True:
+            try:
+                msg, fds, mflags, _ = socket.recv_fds(sock, 64, MAX_FDS)
+            except InterruptedError:
+                continue
+            except BlockingIOError:
+                break
+            if not msg and not fds:
+                eof = True
+                break
+            taken += 1
+            if fds:
+                for fd in held:
+                    os.close(fd)
+                held = fds
+            if len(msg) != REQUEST.size or mflags & socket.MSG_CTRUNC:
+                bad = True  # a request we cannot have been sent
+            else:
+                token = max(token, REQUEST.unpack(msg)[0])
+        if taken:
+            err = 0
+            if bad or not held:
+                err = 22  # EINVAL
+            else:
+                for fd in held:
+                    try:
+                        os.fdatasync(fd)
+                    except OSError as e:
+                        err = e.errno or 5
+                        break
+            if not _answer(sock, REPLY.pack(token, err)):
+                return  # the parent is gone
+        if eof:
             return
-        if fds:
-            for fd in held:
-                os.close(fd)
-            held = fds
-        err = 0
-        if len(msg) != REQUEST.size or flags & socket.MSG_CTRUNC or not held:
-            err = 22  # EINVAL: a request we cannot have been sent
-        else:
-            for fd in held:
-                try:
-                    os.fdatasync(fd)
-                except OSError as e:
-                    err = e.errno or 5
-                    break
-        token = REQUEST.unpack(msg)[0] if len(msg) == REQUEST.size else 0
+
+
+def _answer(sock: socket.socket, data: bytes) -> bool:
+    """Send one answer, waiting for room if the parent's side is full; False if the parent is gone."""
+    while True:
         try:
-            sock.send(REPLY.pack(token, err))
-        except OSError:  # the parent is gone
-            return
+            sock.send(data)
+            return True
+        except (BlockingIOError, InterruptedError):
+            select.select([], [sock], [])
+        except OSError:
+            return False
 
 
 if __name__ == "__main__":

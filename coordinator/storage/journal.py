@@ -16,7 +16,9 @@ Rules:
   durable. It may run in a worker thread while appends continue; it never claims bytes appended after it
   started. ``begin_sync(submit)``/``end_sync(plan, error)`` are the same in two halves, for an fsync done by
   another process on the same files (``fsync_process``); a failure reported to ``end_sync`` takes the
-  journal offline exactly as a failed ``sync()`` does.
+  journal offline exactly as a failed ``sync()`` does. Several plans may be out at once (an fsync child
+  takes requests while it syncs); once the journal is offline, ``end_sync`` fails even a plan whose fsync
+  succeeded.
 - Checkpoints: ``prepare_file()`` creates the next file durably (write header, fsync file, fsync directory;
   any thread), ``switch_to(file)`` makes it the append target (instant, on the appending thread), and
   ``drop_before(seq)`` deletes older files once the caller has fsynced every log they cover.
@@ -279,6 +281,7 @@ class Journal:
         if error is not None:
             raise self._go_offline("fsync", error) from error
         with self._lock:
+            self._check_online()  # an fsync that succeeded after one failed proves nothing
             for f, e in zip(plan.files, plan.ends):
                 f.synced = max(f.synced, e)
         return plan.target

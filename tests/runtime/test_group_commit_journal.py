@@ -2,20 +2,22 @@
 write with its log's high watermark past it, a checkpoint fsyncs the logs and drops old journal files, and a
 journal fsync error fails the round's writes and every later one. With an fsync child process the round's
 fsync is the child's; an errno it reports fails the round the same way, and a child that died makes the
-round (and later ones) fsync in a worker thread instead, acknowledging nothing on the lost answer."""
+round (and later ones) fsync in a worker thread instead, acknowledging nothing on the lost answer. The run
+loop pipelines: the next round's fsync request goes out while the previous one is unanswered (at most
+MAX_IN_FLIGHT), answers release writes in order, and one errno fails every request in flight."""
 
 from __future__ import annotations
 
 import errno
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import trio
 
-from coordinator.runtime.group_commit import GroupCommit
+from coordinator.runtime.group_commit import MAX_IN_FLIGHT, GroupCommit
 from coordinator.storage.errors import LogOfflineError
 from coordinator.storage.fs import FileSystem
 from coordinator.storage.fsync_process import FsyncProcess
@@ -130,11 +132,11 @@ class RecordingChild(FsyncProcess):
         self.requests += 1
         return super().submit(fds, key)
 
-    def reply(self, token: int) -> int | None:
+    def poll(self) -> list[tuple[int, int]]:
         if self.hold:  # as if the fsync were still running
-            return None
-        got = super().reply(token)
-        return self.errno if got is not None and self.errno else got
+            return []
+        got = super().poll()
+        return [(token, self.errno or err) for token, err in got]
 
 
 @contextmanager
@@ -210,3 +212,102 @@ async def test_a_round_cancelled_while_it_waits_leaves_its_work_to_the_next(tmp_
         child.hold = False
         await gc.flush_now()  # the shutdown flush: the write is made durable and released after all
         assert got == [None] and logs[0].high_watermark == 1
+
+
+async def _until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    with trio.move_on_after(timeout):
+        while not check():
+            await trio.sleep(0.005)
+        return
+    raise AssertionError(f"waited {timeout} s for {what}")
+
+
+@contextmanager
+def stopped(child: FsyncProcess) -> Iterator[None]:
+    """The child as if stuck in a long fdatasync: requests queue on its socket, no answer comes."""
+    assert child.pid is not None
+    os.kill(child.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+
+
+async def test_run_sends_the_next_rounds_fsync_while_the_previous_one_is_under_way(tmp_path: Path) -> None:
+    with with_child(tmp_path) as (fs, _journal, logs, child, gc):
+        got: list[tuple[int, Exception | None]] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            await _until(lambda: gc._reader, "the reader")
+            with stopped(child):
+                for i in range(3):
+                    gc.stage(logs[i], [(b"k", b"v")], lambda err, i=i: got.append((i, err)))
+                    await _until(lambda i=i: child.requests == i + 1, f"request {i + 1}")
+                await trio.sleep(0.05)
+                assert got == [] and [p.high_watermark for p in logs] == [0, 0, 0]  # nothing answered yet
+            await _until(lambda: len(got) == 3, "the three answers")
+            nursery.cancel_scope.cancel()
+        assert got == [(0, None), (1, None), (2, None)]
+        assert [p.high_watermark for p in logs] == [1, 1, 1] and fs.fsynced == []
+        assert gc.rounds <= 3  # the child took the waiting requests together: at most one fsync each
+
+
+async def test_at_most_max_in_flight_requests_wait_for_answers(tmp_path: Path) -> None:
+    with with_child(tmp_path) as (_fs, _journal, logs, child, gc):
+        got: list[Exception | None] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            await _until(lambda: gc._reader, "the reader")
+            with stopped(child):
+                for n in range(MAX_IN_FLIGHT + 3):
+                    gc.stage(logs[n % 3], [(b"k%d" % n, b"v")], got.append)
+                    await trio.sleep(0.01)  # a round each
+                assert child.requests == MAX_IN_FLIGHT and got == []
+            await _until(lambda: len(got) == MAX_IN_FLIGHT + 3, "every answer")  # the rest went after
+            nursery.cancel_scope.cancel()
+        assert got == [None] * (MAX_IN_FLIGHT + 3) and child.requests > MAX_IN_FLIGHT
+
+
+async def test_a_child_that_dies_with_requests_in_flight_is_replaced_by_a_thread_fsync(tmp_path: Path) -> None:
+    with with_child(tmp_path) as (fs, journal, logs, child, gc):
+        got: list[Exception | None] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            await _until(lambda: gc._reader, "the reader")
+            assert child.pid is not None
+            os.kill(child.pid, signal.SIGSTOP)  # the request is sent, never answered: the child dies
+            gc.stage(logs[0], [(b"k", b"v")], got.append)
+            await _until(lambda: child.requests == 1, "the request")
+            os.kill(child.pid, signal.SIGKILL)
+            os.waitpid(child.pid, 0)
+            await _until(lambda: got == [None], "the release")
+            # the answer never came: this process fsynced the journal before acknowledging
+            assert len(fs.fsynced) == 1 and "/journal/" in fs.fsynced[0] and logs[0].high_watermark == 1
+            gc.stage(logs[1], [(b"k", b"v")], got.append)  # later rounds: worker threads
+            await _until(lambda: len(got) == 2, "the next round")
+            nursery.cancel_scope.cancel()
+        assert got == [None, None] and len(fs.fsynced) == 2 and not journal.offline
+
+
+async def test_an_errno_fails_every_request_in_flight_and_keeps_what_an_earlier_answer_made_durable(
+        tmp_path: Path) -> None:
+    with with_child(tmp_path) as (_fs, journal, logs, child, gc):
+        got: list[tuple[int, Exception | None]] = []
+        gc.stage(logs[0], [(b"k", b"v")], lambda err: got.append((0, err)))
+        gc._append_staged()
+        assert gc._submit(gc._marks)  # request 1
+        gc._marks = []
+        with trio.fail_after(10):  # its answer is in the socket, not yet taken
+            await trio.lowlevel.wait_readable(child.fileno())
+        gc.stage(logs[0], [(b"k", b"v")], lambda err: got.append((1, err)))
+        gc._append_staged()
+        marks, gc._marks = gc._marks, []
+        assert gc._submit(marks)  # request 2
+        answers = child.poll()
+        while not answers or answers[-1][0] < 2:
+            await trio.lowlevel.wait_readable(child.fileno())
+            answers += child.poll()
+        child.poll = lambda: [(1, 0), (2, errno.EIO)]  # type: ignore[method-assign]
+        gc._take_answers()
+        assert got[0] == (0, None) and logs[0].high_watermark == 1
+        assert got[1][0] == 1 and isinstance(got[1][1], LogOfflineError) and journal.offline

@@ -152,6 +152,22 @@ def test_an_fsync_error_takes_the_journal_offline_for_good(tmp_path: Path) -> No
         j.sync()
 
 
+def test_plans_out_at_once_end_in_order_and_none_succeeds_after_a_failure(tmp_path: Path) -> None:
+    j = fresh(tmp_path / "j", FileSystem())
+    j.append("t-0", 0, batch(b"a"))
+    first = j.begin_sync(lambda fds, key: None)
+    end = j.append("t-0", 1, batch(b"b"))
+    second = j.begin_sync(lambda fds, key: None)  # sent while the first fsync is under way
+    assert second.target == end > first.target
+    assert j.end_sync(first, None) == first.target
+    end = j.append("t-0", 2, batch(b"c"))
+    third = j.begin_sync(lambda fds, key: None)
+    with pytest.raises(JournalOfflineError):
+        j.end_sync(second, OSError(errno.EIO, "Input/output error"))
+    with pytest.raises(JournalOfflineError):  # its fsync returned 0 after the failed one: that proves nothing
+        j.end_sync(third, None)
+
+
 class CountingWrites(FileSystem):
     def __init__(self) -> None:
         self.pwrites = 0
