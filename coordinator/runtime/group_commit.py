@@ -64,7 +64,7 @@ Callback = Callable[[Exception | None], None]
 KeyValue = tuple[bytes, bytes | None]
 
 FSYNC_THREADS = 8
-MAX_IN_FLIGHT = 8  # fsync requests to the child awaiting an answer (its socket buffer holds far more)
+MAX_IN_FLIGHT = 64  # fsync requests to the child awaiting an answer (~1 KiB each of its 208 KiB socket buffer)
 CHECKPOINT_BYTES = 32 << 20
 
 

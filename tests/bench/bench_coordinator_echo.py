@@ -8,12 +8,14 @@ Rules:
 - No decoding, no dispatch, no state: it is the floor of what any trio server costs per request.
 - Durable mode (``serve --durable DIR``), the floor of the commit latency figure: one task per connection
   parks in ``wait_readable`` and reads its socket's fd (``os.read``; trio's stream API would cost a
-  scheduler round trip per read), and nothing is answered before it is durable. Every frame of every connection is appended to one
-  file in ``DIR``; one flusher task writes what gathered (one ``os.write``), fdatasyncs it in a worker
-  thread, and only then answers each of those frames (same fixed answer), straight to the socket from the
-  flusher (the connection's own task only when the kernel did not take it all). No linger: a round starts
-  as soon as the previous one ended with work waiting. It is the least any trio server pays for a durable
-  acknowledgement on this machine's disk: no decoding, no records, no index, one fsync per round.
+  scheduler round trip per read), and nothing is answered before it is durable. Every frame of every
+  connection is appended to one file in ``DIR``; one flusher task writes what gathered (one ``os.write``)
+  and sends an fsync request to the same fsync child process our server uses, without waiting: as in our
+  group commit, the next write's request goes out while the previous fsync is under way (at most
+  ``MAX_IN_FLIGHT`` unanswered), the child fsyncs back to back, and a reader task answers the frames each
+  answer covers (same fixed answer), straight to the socket (the connection's own task only when the kernel
+  did not take it all). No linger. It is the least any trio server pays for a durable acknowledgement on
+  this machine's disk: no decoding, no records, no index, no journal entries, one file.
 - Started as ``python -m tests.bench.bench_coordinator_echo serve [--durable DIR]``; prints ``echo listening
   on PORT`` once bound on 127.0.0.1 (port 0 = a free one) and runs until SIGTERM/SIGINT. Without ``serve``
   it does nothing (``make bench`` runs every ``bench_*.py`` module; this one is only a helper).
@@ -25,10 +27,13 @@ import os
 import signal
 import struct
 import sys
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import trio
 
+from coordinator.runtime.group_commit import MAX_IN_FLIGHT
+from coordinator.storage.fsync_process import FsyncProcess
 from protocol.framing import FrameReader
 
 _PREFIX = struct.pack(">i", 12)
@@ -61,7 +66,8 @@ async def echo_connection(stream: trio.SocketStream) -> None:
 
 
 class Durable:
-    """The durable floor's shared state: frames gathered since the last write, and who to answer."""
+    """The durable floor's shared state: frames gathered since the last write, who to answer, and the fsync
+    requests out at the child (the same ``FsyncProcess`` our server uses, pipelined the same way)."""
 
     def __init__(self, directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
@@ -69,17 +75,37 @@ class Durable:
         self.frames: list[bytes] = []
         self.waiting: list[tuple[DurableConnection, list[bytes]]] = []  # answers released by the next fsync
         self.kick = trio.Event()
+        self.child = FsyncProcess.start()
+        # (token, answers) sent to the child, oldest first; at most MAX_IN_FLIGHT unanswered
+        self.in_flight: deque[tuple[int, list[tuple[DurableConnection, list[bytes]]]]] = deque()
 
     async def run(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.read_answers)
+                while True:
+                    await self.kick.wait()
+                    self.kick = trio.Event()
+                    if len(self.in_flight) >= MAX_IN_FLIGHT:
+                        continue  # the reader kicks again when answers make room
+                    frames, self.frames = self.frames, []
+                    waiting, self.waiting = self.waiting, []
+                    os.write(self.fd, b"".join(frames))
+                    self.in_flight.append((self.child.submit([self.fd], key="frames"), waiting))
+        finally:
+            self.child.close()
+
+    async def read_answers(self) -> None:
         while True:
-            await self.kick.wait()
-            self.kick = trio.Event()
-            frames, self.frames = self.frames, []
-            waiting, self.waiting = self.waiting, []
-            os.write(self.fd, b"".join(frames))
-            await trio.to_thread.run_sync(os.fdatasync, self.fd)
-            for conn, answers in waiting:
-                conn.answer(b"".join(answers))
+            await trio.lowlevel.wait_readable(self.child.fileno())
+            for token, err in self.child.poll():
+                if err:
+                    raise OSError(err, os.strerror(err))
+                while self.in_flight and self.in_flight[0][0] <= token:
+                    for conn, answers in self.in_flight.popleft()[1]:
+                        conn.answer(b"".join(answers))
+            if self.frames:
+                self.kick.set()
 
 
 class DurableConnection:
