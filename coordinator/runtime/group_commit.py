@@ -187,13 +187,14 @@ class GroupCommit:
         now = time.perf_counter()
         done: list[tuple[PartitionLog, int]] = []
         failures: dict[PartitionLog, Exception] = {}
-        for token, errno in answers:
+        for token, errno in answers:  # one answer, one fdatasync: a round, timed from its oldest request
             error = OSError(errno, os.strerror(errno)) if errno else None
-            while self._in_flight and self._in_flight[0][0] <= token:
-                _, plan, marks, sent = self._in_flight.popleft()
+            if self._in_flight and self._in_flight[0][0] <= token:
                 self.rounds += 1
                 if self.metrics is not None:
-                    self.metrics.flush_seconds.observe(now - sent)
+                    self.metrics.flush_seconds.observe(now - self._in_flight[0][3])
+            while self._in_flight and self._in_flight[0][0] <= token:
+                _, plan, marks, _ = self._in_flight.popleft()
                 try:
                     journal.end_sync(plan, error)
                 except StorageError as e:
