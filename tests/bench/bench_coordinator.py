@@ -174,7 +174,8 @@ def bench_commits(a: argparse.Namespace, work: str) -> dict[str, Any]:
         try:
             out = run_load("commits", server.port, server.pid, "--connections", str(a.commit_connections),
                            *(["--metrics-url", metrics.group(1)] if metrics else []),
-                           *(["--floor-port", str(floor.port), "--rounds", str(a.commit_rounds)] if floor else []),
+                           *(["--floor-port", str(floor.port), "--floor-pid", str(floor.pid),
+                              "--rounds", str(a.commit_rounds)] if floor else []),
                            "--inflight", str(a.commit_inflight), "--rate", str(a.rate),
                            "--rate-low", str(a.rate_low), "--warmup", str(a.warmup), "--measure", str(a.measure))
         finally:
@@ -287,6 +288,12 @@ def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
             rows.append(_row("  durable echo floor, same runs interleaved: p50 / p99",
                              f"{fl['p50_ms']:.2f} / {fl['p99_ms']:.2f} ms",
                              "each run's p99: " + " ".join(f"{r['p99_ms']:.1f}" for r in fl["runs"]), None, None))
+        if "cpu_server" in lat:
+            def share(x: dict[str, Any]) -> str:
+                return f"{x['cpu_server']:.0%}+{x['cpu_children']:.0%}"
+            rows.append(_row(f"  CPU at {a.rate:,.0f}/s, server+fsync child: ours / floor",
+                             share(lat) + (f" / {share(fl)}" if fl and "cpu_server" in fl else ""),
+                             "of one core, over the runs", None, None))
         rounds = c.get("rounds")
         if rounds:
             rows.append(_row("  its fsync rounds: > 5 ms / > 10 ms / slowest",

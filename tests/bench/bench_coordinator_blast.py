@@ -149,6 +149,28 @@ def process_cpu(pid: int | None = None) -> Callable[[], float]:
     return probe
 
 
+def children_cpu(pid: int) -> Callable[[], float]:
+    """A probe: CPU seconds used so far by ``pid``'s direct children (e.g. a server's fsync child), found
+    by their parent pid in /proc at each reading."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def probe() -> float:
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            if int(fields[1]) == pid:
+                total += int(fields[11]) + int(fields[12])
+        return total / tick
+
+    return probe
+
+
 def closed_loop(socks: Sequence[socket.socket], makers: Sequence[Maker], *, inflight: int, warmup_s: float,
                 measure_s: float, err_from_end: int, drain_s: float = 10.0,
                 probes: dict[str, Callable[[], float]] | None = None) -> ClosedResult:

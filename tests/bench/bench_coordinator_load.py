@@ -33,7 +33,14 @@ from typing import Any
 import trio
 
 from protocol import codec
-from tests.bench.bench_coordinator_blast import closed_loop, connect_all, open_loop, percentiles, process_cpu
+from tests.bench.bench_coordinator_blast import (
+    children_cpu,
+    closed_loop,
+    connect_all,
+    open_loop,
+    percentiles,
+    process_cpu,
+)
 from tests.bench.bench_coordinator_members import (
     Member,
     form_group,
@@ -197,13 +204,22 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     pooled: dict[str, tuple[list[float], list[float]]] = {"ours": ([], []), "floor": ([], [])}
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "floor": []}
     before = flush_histogram(args.metrics_url)
+    pids = {"ours": args.server_pid, "floor": args.floor_pid}
+    cpu_probes = {name: (process_cpu(pid), children_cpu(pid)) for name, pid in pids.items() if pid}
+    cpu_used = {name: [0.0, 0.0, 0.0] for name in cpu_probes}  # server s, its children s, wall s
     for _ in range(args.rounds if floor_socks else 1):
         for name, ss, mm in (("ours", socks, makers), ("floor", floor_socks, floor_makers)):
             if not ss:
                 continue
             keep, keep_sched = pooled[name]
+            probe = cpu_probes.get(name)
+            start = (probe[0](), probe[1](), time.perf_counter()) if probe else None
             o = open_loop(ss, mm, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
                           err_from_end=COMMIT_ERR_FROM_END, keep=keep, keep_sched=keep_sched)
+            if probe and start:
+                end = (probe[0](), probe[1](), time.perf_counter())
+                for i in range(3):
+                    cpu_used[name][i] += end[i] - start[i]
             say(f"{name}: commits at {args.rate:,.0f}/s offered: achieved {o.achieved_per_s:,.0f}/s, "
                 f"p50 {o.p50_ms:.2f} ms, p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, "
                 f"errors {o.errors}")
@@ -215,6 +231,9 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
             continue
         keep, keep_sched = pooled[name]
         summary = percentiles(keep)
+        used = cpu_used.get(name)
+        if used and used[2] > 0:  # shares of one core over the runs (warm-up and drain included)
+            summary.update(cpu_server=used[0] / used[2], cpu_children=used[1] / used[2])
         summary.update(achieved_per_s=min(r["achieved_per_s"] for r in runs[name]),
                        errors=sum(r["errors"] for r in runs[name]),
                        p99_sched_ms=percentiles(keep_sched)["p99_ms"], runs=runs[name])
@@ -293,6 +312,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--echo-pid", type=int, default=None)
     p.add_argument("--rounds", type=int, default=3, help="groups with --echo-port / commits with --floor-port: "
                    "rounds of each")
+    p.add_argument("--floor-pid", type=int, default=None, help="commits: report the floor's CPU use too")
     p.add_argument("--floor-port", type=int, default=0, help="commits: latency runs alternate with this durable "
                    "echo floor's (O F O F ..)")
     args = p.parse_args(argv)
