@@ -11,8 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import trio
@@ -233,12 +233,20 @@ def stopped(child: FsyncProcess) -> Iterator[None]:
         os.kill(child.pid, signal.SIGCONT)
 
 
+@asynccontextmanager
+async def running(gc: GroupCommit) -> AsyncIterator[None]:
+    """``gc.run`` in a nursery, its answer reader started; cancelled on exit."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gc.run)
+        await _until(lambda: gc._reader, "the reader")
+        yield
+        nursery.cancel_scope.cancel()
+
+
 async def test_run_sends_the_next_rounds_fsync_while_the_previous_one_is_under_way(tmp_path: Path) -> None:
     with with_child(tmp_path) as (fs, _journal, logs, child, gc):
         got: list[tuple[int, Exception | None]] = []
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gc.run)
-            await _until(lambda: gc._reader, "the reader")
+        async with running(gc):
             with stopped(child):
                 for i in range(3):
                     gc.stage(logs[i], [(b"k", b"v")], lambda err, i=i: got.append((i, err)))
@@ -246,7 +254,6 @@ async def test_run_sends_the_next_rounds_fsync_while_the_previous_one_is_under_w
                 await trio.sleep(0.05)
                 assert got == [] and [p.high_watermark for p in logs] == [0, 0, 0]  # nothing answered yet
             await _until(lambda: len(got) == 3, "the three answers")
-            nursery.cancel_scope.cancel()
         assert got == [(0, None), (1, None), (2, None)]
         assert [p.high_watermark for p in logs] == [1, 1, 1] and fs.fsynced == []
         assert gc.rounds <= 3  # the child took the waiting requests together: at most one fsync each
@@ -255,25 +262,20 @@ async def test_run_sends_the_next_rounds_fsync_while_the_previous_one_is_under_w
 async def test_at_most_max_in_flight_requests_wait_for_answers(tmp_path: Path) -> None:
     with with_child(tmp_path) as (_fs, _journal, logs, child, gc):
         got: list[Exception | None] = []
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gc.run)
-            await _until(lambda: gc._reader, "the reader")
+        async with running(gc):
             with stopped(child):
                 for n in range(MAX_IN_FLIGHT + 3):
                     gc.stage(logs[n % 3], [(b"k%d" % n, b"v")], got.append)
                     await trio.sleep(0.01)  # a round each
                 assert child.requests == MAX_IN_FLIGHT and got == []
             await _until(lambda: len(got) == MAX_IN_FLIGHT + 3, "every answer")  # the rest went after
-            nursery.cancel_scope.cancel()
         assert got == [None] * (MAX_IN_FLIGHT + 3) and child.requests > MAX_IN_FLIGHT
 
 
 async def test_a_child_that_dies_with_requests_in_flight_is_replaced_by_a_thread_fsync(tmp_path: Path) -> None:
     with with_child(tmp_path) as (fs, journal, logs, child, gc):
         got: list[Exception | None] = []
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gc.run)
-            await _until(lambda: gc._reader, "the reader")
+        async with running(gc):
             assert child.pid is not None
             os.kill(child.pid, signal.SIGSTOP)  # the request is sent, never answered: the child dies
             gc.stage(logs[0], [(b"k", b"v")], got.append)
@@ -285,7 +287,6 @@ async def test_a_child_that_dies_with_requests_in_flight_is_replaced_by_a_thread
             assert len(fs.fsynced) == 1 and "/journal/" in fs.fsynced[0] and logs[0].high_watermark == 1
             gc.stage(logs[1], [(b"k", b"v")], got.append)  # later rounds: worker threads
             await _until(lambda: len(got) == 2, "the next round")
-            nursery.cancel_scope.cancel()
         assert got == [None, None] and len(fs.fsynced) == 2 and not journal.offline
 
 
