@@ -152,7 +152,7 @@ class Connection:
     async def _receive(self) -> bytes:
         fd = self._fd
         if fd is None:
-            return await self.stream.receive_some(65536)
+            return await self.stream.receive_some(READ_BYTES)
         if not self._drained:
             try:
                 data = os.read(fd, READ_BYTES)

@@ -168,7 +168,7 @@ class GroupCommit:
             self._settle(marks, e)
             return True
         except FsyncProcessGone as e:
-            log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+            _child_stopped(e)
             self._marks[:0] = marks
             return False
         if not tokens:  # nothing unsynced: a thread round already covered these bytes
@@ -236,8 +236,7 @@ class GroupCommit:
                     await trio.lowlevel.wait_readable(child.fileno())
                     self._take_answers()
                 except FsyncProcessGone as e:
-                    log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on",
-                                e)
+                    _child_stopped(e)
                     self._reader = False
                     self._kick.set()
                     await self._sync_in_flight_in_thread()
@@ -261,7 +260,7 @@ class GroupCommit:
                 await trio.lowlevel.wait_readable(child.fileno())
                 self._take_answers()
             except FsyncProcessGone as e:
-                log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+                _child_stopped(e)
                 await self._sync_in_flight_in_thread()
 
     async def _sync_in_flight_in_thread(self) -> None:
@@ -420,6 +419,10 @@ def _flush_logs(logs: list[PartitionLog]) -> int:
 
 def _flush_chunk(logs: list[PartitionLog]) -> dict[PartitionLog, int | Exception]:
     return {plog: _flush(plog) for plog in logs}
+
+
+def _child_stopped(e: FsyncProcessGone) -> None:
+    log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
 
 
 def _fail(callbacks: list[Callback], e: Exception) -> None:

@@ -34,6 +34,7 @@ Rules:
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
@@ -185,13 +186,13 @@ def serve(sock: socket.socket) -> None:
         if taken:
             err = 0
             if bad or not held:
-                err = 22  # EINVAL
+                err = errno.EINVAL
             else:
                 for fd in held:
                     try:
                         os.fdatasync(fd)
                     except OSError as e:
-                        err = e.errno or 5
+                        err = e.errno or errno.EIO
                         break
             if not _answer(sock, REPLY.pack(token, err)):
                 return  # the parent is gone

@@ -11,7 +11,8 @@ Figures (each server is a subprocess; the load generator is another process, ben
    max throughput (target >= 20,000/s) and open-loop p50/p99 at 5,000/s offered (target p99 <= 10 ms):
    ``--commit-rounds`` runs of ours pooled (one 5-s window holds 25,000 commits, so one 60-ms disk stall
    alone would decide its p99), alternating with as many runs against a durable echo floor
-   (bench_coordinator_echo ``--durable``: framed echo that answers only after a group fdatasync), whose
+   (bench_coordinator_echo ``--durable``: framed echo that answers only after an fdatasync, pipelined
+   through the same fsync child as ours), whose
    pooled p99 is printed beside ours: it tells this machine's disk and scheduling from our own cost.
 3. Rebalance of a formed group of 100 and of 1,000 members (delay 0): from sending the last JoinGroup to
    receiving the last SyncGroup response (targets <= 100 ms, <= 500 ms). See bench_coordinator_members.

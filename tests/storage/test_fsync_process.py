@@ -27,29 +27,22 @@ def child() -> Iterator[FsyncProcess]:
         proc.close()
 
 
-def wait_reply(proc: FsyncProcess, token: int, timeout: float = 10.0) -> int:
-    """The errno of the answer that covers ``token`` (answers before it must be for earlier requests)."""
+def answers_until(proc: FsyncProcess, token: int, timeout: float = 10.0) -> list[tuple[int, int]]:
+    """Every answer up to the one covering ``token``."""
     deadline = time.monotonic() + timeout
+    seen: list[tuple[int, int]] = []
     while True:
-        for got, err in proc.poll():
-            if got >= token:
-                return err
+        seen += proc.poll()
+        if seen and seen[-1][0] >= token:
+            return seen
         left = deadline - time.monotonic()
         assert left > 0, "no answer from the fsync child"
         select.select([proc.fileno()], [], [], left)
 
 
-def answers_until(proc: FsyncProcess, token: int, timeout: float = 10.0) -> list[tuple[int, int]]:
-    """Every answer up to the one covering ``token``."""
-    deadline = time.monotonic() + timeout
-    seen: list[tuple[int, int]] = []
-    while not seen or seen[-1][0] < token:
-        seen += proc.poll()
-        left = deadline - time.monotonic()
-        assert left > 0, "no answer from the fsync child"
-        if not seen or seen[-1][0] < token:
-            select.select([proc.fileno()], [], [], left)
-    return seen
+def wait_reply(proc: FsyncProcess, token: int, timeout: float = 10.0) -> int:
+    """The errno of the answer that covers ``token``."""
+    return answers_until(proc, token, timeout)[-1][1]
 
 
 def gone(pid: int) -> bool:
