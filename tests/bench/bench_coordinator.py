@@ -13,7 +13,9 @@ Figures (each server is a subprocess; the load generator is another process, ben
    alone would decide its p99), alternating with as many runs against a durable echo floor
    (bench_coordinator_echo ``--durable``: framed echo that answers only after an fdatasync, pipelined
    through the same fsync child as ours), whose
-   pooled p99 is printed beside ours: it tells this machine's disk and scheduling from our own cost.
+   pooled p99 is printed beside ours: it tells this machine's disk and scheduling from our own cost. The
+   disk alone (1-KiB append + fdatasync every ms, both servers idle) is timed just before and after the
+   latency runs and printed too.
 3. Rebalance of a formed group of 100 and of 1,000 members (delay 0): from sending the last JoinGroup to
    receiving the last SyncGroup response (targets <= 100 ms, <= 500 ms). See bench_coordinator_members.
 4. Load time of 1M offset-commit records (bench_coordinator_offsets writes the data dir): from spawning the
@@ -177,7 +179,7 @@ def bench_commits(a: argparse.Namespace, work: str) -> dict[str, Any]:
                            *(["--metrics-url", metrics.group(1)] if metrics else []),
                            *(["--floor-port", str(floor.port), "--floor-pid", str(floor.pid),
                               "--rounds", str(a.commit_rounds)] if floor else []),
-                           "--inflight", str(a.commit_inflight), "--rate", str(a.rate),
+                           "--disk-probe", work, "--inflight", str(a.commit_inflight), "--rate", str(a.rate),
                            "--rate-low", str(a.rate_low), "--warmup", str(a.warmup), "--measure", str(a.measure))
         finally:
             server.stop()
@@ -289,6 +291,11 @@ def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
             rows.append(_row("  durable echo floor, same runs interleaved: p50 / p99",
                              f"{fl['p50_ms']:.2f} / {fl['p99_ms']:.2f} ms",
                              "each run's p99: " + " ".join(f"{r['p99_ms']:.1f}" for r in fl["runs"]), None, None))
+        disk = c.get("disk")
+        if disk:
+            rows.append(_row("  the disk alone, idle, before + after: p50 / p99",
+                             f"{disk['p50_ms']:.2f} / {disk['p99_ms']:.2f} ms",
+                             f"1 KiB + fdatasync, max {disk['max_ms']:.1f}", None, None))
         if "cpu_server" in lat:
             def share(x: dict[str, Any]) -> str:
                 return f"{x['cpu_server']:.0%}+{x['cpu_children']:.0%}"

@@ -14,7 +14,10 @@ stderr and one line ``RESULT <json>`` on stdout. Scenarios:
   latency at a fixed offered rate. With ``--floor-port`` (the durable echo floor, bench_coordinator_echo
   ``--durable``), ``--rounds`` latency runs of ours alternate with as many against the floor (O F O F ..),
   each server over its own ``--connections`` connections with the same requests; the latency figures are
-  percentiles of each server's runs pooled, and every run's own p50/p99 is reported too.
+  percentiles of each server's runs pooled, and every run's own p50/p99 is reported too. With
+  ``--disk-probe DIR``, the disk alone is timed just before and just after the latency runs (both servers
+  idle): ``DISK_PROBE_S`` seconds each of a 1-KiB append + fdatasync every ms to a file in DIR, the cost the
+  servers' fsync child pays per round; its pooled p50/p99 tell a slow disk from a slow server.
 Without a scenario it only says that it is a helper (``make bench`` runs every bench_*.py module).
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import struct
 import sys
@@ -52,6 +56,7 @@ from tests.bench.bench_coordinator_members import (
 HEARTBEAT_ERR_FROM_END = 3  # Heartbeat v4 response: ... error_code int16, empty tagged fields (1 byte)
 COMMIT_ERR_FROM_END = 5  # OffsetCommit v8, one topic/partition: error_code, 3 empty tagged-field sections
 COMMIT_VERSION = 8
+DISK_PROBE_S = 2.0
 _OFFSET_MARK = 0x0123456789ABCDEF
 
 
@@ -188,6 +193,25 @@ def commit_maker(group_id: str, partition: int, client_id: str) -> Any:
     return make
 
 
+def disk_probe(directory: str, seconds: float, keep: list[float]) -> None:
+    """``seconds`` of: append 1 KiB to a file in ``directory``, fdatasync it (its time in ms into ``keep``),
+    sleep 1 ms. The file is removed afterwards."""
+    path = os.path.join(directory, f"disk-probe-{os.getpid()}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        block = b"p" * 1024
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            os.write(fd, block)
+            t0 = time.perf_counter()
+            os.fdatasync(fd)
+            keep.append((time.perf_counter() - t0) * 1000)
+            time.sleep(0.001)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     socks = connect_all(args.port, args.connections)
@@ -207,6 +231,9 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     pids = {"ours": args.server_pid, "floor": args.floor_pid}
     cpu_probes = {name: (process_cpu(pid), children_cpu(pid)) for name, pid in pids.items() if pid}
     cpu_used = {name: [0.0, 0.0, 0.0] for name in cpu_probes}  # server s, its children s, wall s
+    disk: list[float] = []
+    if args.disk_probe:
+        disk_probe(args.disk_probe, DISK_PROBE_S, disk)
     for _ in range(args.rounds if floor_socks else 1):
         for name, ss, mm in (("ours", socks, makers), ("floor", floor_socks, floor_makers)):
             if not ss:
@@ -226,6 +253,11 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
             runs[name].append(asdict(o))
             time.sleep(0.3)
     rounds = round_stats(before, flush_histogram(args.metrics_url))
+    if args.disk_probe:
+        disk_probe(args.disk_probe, DISK_PROBE_S, disk)
+        out["disk"] = percentiles(disk)
+        say(f"disk alone (1 KiB append + fdatasync, {DISK_PROBE_S:g} s before and after the runs): "
+            f"p50 {out['disk']['p50_ms']:.2f} ms, p99 {out['disk']['p99_ms']:.2f} ms, max {out['disk']['max_ms']:.2f} ms")
     for name in ("ours", "floor"):
         if not runs[name]:
             continue
@@ -315,6 +347,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--floor-pid", type=int, default=None, help="commits: report the floor's CPU use too")
     p.add_argument("--floor-port", type=int, default=0, help="commits: latency runs alternate with this durable "
                    "echo floor's (O F O F ..)")
+    p.add_argument("--disk-probe", default=None, help="commits: time 1-KiB append + fdatasync in this directory"
+                   " just before and after the latency runs")
     args = p.parse_args(argv)
     result = SCENARIOS[args.scenario](args)
     print("RESULT " + json.dumps(result), flush=True)
