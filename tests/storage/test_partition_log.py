@@ -330,6 +330,37 @@ def test_write_error_takes_the_partition_offline(path):
         plog.append([batch(1)])
 
 
+def test_append_own_write_error_takes_the_partition_offline(path):
+    fs = FaultyFS()
+    plog = PartitionLog.open(path, SMALL, fs)
+    assert plog.append_own(build_kv_batch([(b"k", b"v")], 1), 1, 1) == (0, 0)
+    fs.fail_write = True
+    with pytest.raises(LogOfflineError, match="write failed"):
+        plog.append_own(build_kv_batch([(b"k", b"w")], 2), 1, 2)
+    assert plog.log_end_offset == 1 and plog.offline
+    fs.fail_write = False
+    with pytest.raises(LogOfflineError):
+        plog.append_own(build_kv_batch([(b"k", b"x")], 3), 1, 3)
+
+
+class ShortWrites(FileSystem):
+    """Real filesystem whose positional writes take at most 7 bytes at a time (as a full disk might)."""
+
+    def pwrite(self, fd, data, offset):
+        return super().pwrite(fd, memoryview(data)[:7], offset)
+
+
+def test_append_own_completes_short_writes(tmp_path):
+    own = PartitionLog.open(str(tmp_path / "short-0"), SMALL, ShortWrites())
+    checked = PartitionLog.open(str(tmp_path / "whole-0"), SMALL)
+    for n in (2, 1, 3):
+        built = build_kv_batch([(b"key-%d" % i, b"value-%d" % i) for i in range(n)], 9_000)
+        assert own.append_own(built, n, 9_000) == checked.append([built])
+    assert own.read(0, 100_000, upper_bound=6) == checked.read(0, 100_000, upper_bound=6)
+    own.close()
+    checked.close()
+
+
 def test_one_appender_and_one_flusher_thread(path):
     plog = PartitionLog.open(path, LogConfig(segment_bytes=20_000))
     stop = threading.Event()
