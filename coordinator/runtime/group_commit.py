@@ -34,7 +34,10 @@ Rules:
   responses it releases and the next round's append are thus never between two fsyncs. An errno it
   answers is a journal fsync error as above. If the child stops serving, every unanswered request and
   every later round fsync in a worker thread (the lost answer proves nothing, so the fsync is done again).
-  ``flush_now`` (shutdown, and rounds that also fsync other logs) waits for every request in flight.
+  ``flush_now`` (shutdown, and rounds that also fsync other logs) waits for every request in flight. A
+  round pipelines only while no other log is dirty and no waiter waits on a log the journal does not cover
+  (a ``when_durable`` on a topic log: counted when it registers, recounted at release, never scanned per
+  round); otherwise it is a ``flush_now``, which fsyncs those logs in threads.
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
@@ -87,6 +90,9 @@ class GroupCommit:
         # in registration order across all logs: callbacks fire in that order (the core needs its writes
         # acknowledged in the order it returned them, also when one write spans several offsets partitions)
         self._waiters: list[tuple[PartitionLog, int, Callback]] = []
+        # how many of them wait on a log the journal does not cover (``when_durable``): while any does, rounds
+        # go through ``flush_now``, which fsyncs those logs in threads (a count, not a scan of a backlog per kick)
+        self._unjournaled_waiters = 0
         self._staged: dict[PartitionLog, tuple[list[KeyValue], list[Callback]]] = {}
         self._kick = trio.Event()
         self._pool: ThreadPoolExecutor | None = None  # created on the first round with several logs
@@ -117,6 +123,8 @@ class GroupCommit:
             _call(callback, None)
         else:
             self._waiters.append((plog, last_offset, callback))
+            if plog not in self._journal_logs:
+                self._unjournaled_waiters += 1
             self._kick.set()
 
     async def run(self) -> None:
@@ -129,7 +137,7 @@ class GroupCommit:
                 self._kick = trio.Event()
                 if self.linger and not hot:
                     await trio.sleep(self.linger)
-                if self._reader and not self._dirty and self._journaled_waiters_only():
+                if self._reader and not self._dirty and not self._unjournaled_waiters:
                     self._submit_round()  # does not wait: the reader releases it when its answer comes
                     hot = bool(self._in_flight)  # an fsync under way gathers the next round: no linger
                 else:
@@ -142,10 +150,6 @@ class GroupCommit:
 
     def _child_serving(self) -> bool:
         return self.journal is not None and self.fsyncer is not None and self.fsyncer.dead is None
-
-    def _journaled_waiters_only(self) -> bool:
-        journaled = self._journal_logs
-        return all(w[0] in journaled for w in self._waiters)
 
     def _submit_round(self) -> None:
         """Pipelined round: append what is staged and send its fsync request, without waiting. At
@@ -224,6 +228,9 @@ class GroupCommit:
                 _call(cb, outcome)
             else:
                 self._waiters.append((plog, last, cb))
+        if self._unjournaled_waiters:  # recounted over what is left (zero, and so free, for offsets only)
+            journaled = self._journal_logs
+            self._unjournaled_waiters = sum(1 for w in self._waiters if w[0] not in journaled)
 
     async def _read_answers(self) -> None:
         """run's reader: the only task waiting on the child's socket while it runs."""
@@ -313,6 +320,8 @@ class GroupCommit:
                 self._marks.append((plog, info.last_offset + 1))
                 self._journaled[plog] = None
                 self._journal_logs.add(plog)
+            else:
+                self._unjournaled_waiters += len(callbacks)
             last = info.last_offset
             for cb in callbacks:
                 waiters.append((plog, last, cb))

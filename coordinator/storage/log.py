@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -290,6 +290,12 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"partition log {self.directory} is closed")
 
+    def _write_failed(self, exc: OSError) -> LogOfflineError:
+        """A failed append write (the caller holds the lock): offline for good."""
+        self._offline = f"write failed: {exc}"
+        log.error("partition %s is offline: write failed: %s", self.directory, exc)
+        return LogOfflineError(f"partition log {self.directory} is offline: {self._offline}")
+
     def _go_offline(self, what: str, exc: OSError) -> LogOfflineError:
         with self._lock:
             if self._offline is None:
@@ -311,20 +317,11 @@ class PartitionLog:
         """Append one batch this process built itself (``build_kv_batch``: ``record_count`` records, offset
         deltas from 0): not parsed or CRC-checked again. The group commit's per-round path: one lock, one
         copy (the base offset patched in front of the rest), one positional write."""
-        size = len(batch)
-        with self._append_lock:
-            with self._lock:
-                self._check_online()
-                seg = self._segments[-1]
-                if not (seg.size > 0 and seg.size + size > self.config.segment_bytes):
-                    return self._write_own_locked(seg, batch, size, record_count, max_timestamp)
-            self._roll()
-            with self._lock:
-                self._check_online()
-                return self._write_own_locked(self._segments[-1], batch, size, record_count, max_timestamp)
+        return self._append_with(len(batch), lambda: self._write_own_locked(batch, record_count, max_timestamp))
 
-    def _write_own_locked(self, seg: Segment, batch: bytes, size: int, record_count: int, max_timestamp: int
-                          ) -> AppendInfo:
+    def _write_own_locked(self, batch: bytes, record_count: int, max_timestamp: int) -> AppendInfo:
+        seg = self._segments[-1]
+        size = len(batch)
         first = seg.next_offset
         data = first.to_bytes(8, "big", signed=True) + batch[8:]
         position = seg.size
@@ -333,9 +330,7 @@ class PartitionLog:
             if written != size:
                 self.fs.pwrite_all(seg.fd, memoryview(data)[written:], position + written)
         except OSError as exc:
-            self._offline = f"write failed: {exc}"
-            log.error("partition %s is offline: write failed: %s", self.directory, exc)
-            raise LogOfflineError(f"partition log {self.directory} is offline: {self._offline}") from exc
+            raise self._write_failed(exc) from exc
         seg.index.maybe_add(first, position)
         seg.size = position + size
         seg.next_offset = first + record_count
@@ -347,16 +342,21 @@ class PartitionLog:
     def _append(self, batches: Sequence[bytes | bytearray | memoryview], metas: list[tuple[int, int, int]],
                 leader_epoch: int | None) -> AppendInfo:
         total = sum(m[0] for m in metas)
+        return self._append_with(total, lambda: self._write_locked(batches, metas, total, leader_epoch))
+
+    def _append_with(self, total: int, write: Callable[[], AppendInfo]) -> AppendInfo:
+        """Appends are serialised: roll first when ``total`` more bytes would overflow a non-empty active
+        segment, then ``write()`` (to the active segment) under the lock."""
         with self._append_lock:
             with self._lock:
                 self._check_online()
                 active = self._segments[-1]
-                need_roll = active.size > 0 and active.size + total > self.config.segment_bytes
-            if need_roll:
-                self._roll()
+                if not (active.size > 0 and active.size + total > self.config.segment_bytes):
+                    return write()
+            self._roll()
             with self._lock:
                 self._check_online()
-                return self._write_locked(batches, metas, total, leader_epoch)
+                return write()
 
     def _check_batch(self, batch: bytes | bytearray | memoryview) -> BatchHeader:
         if self.config.verify_crc_on_append:
@@ -388,9 +388,7 @@ class PartitionLog:
         try:
             self.fs.pwrite_all(seg.fd, buf, seg.size)
         except OSError as exc:
-            self._offline = f"write failed: {exc}"
-            log.error("partition %s is offline: write failed: %s", self.directory, exc)
-            raise LogOfflineError(f"partition log {self.directory} is offline: {self._offline}") from exc
+            raise self._write_failed(exc) from exc
         for off, position in entries:
             seg.index.maybe_add(off, position)
         seg.size += total

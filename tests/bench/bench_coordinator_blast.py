@@ -135,6 +135,13 @@ def _recv(c: _Conn) -> bytes:
     return data
 
 
+def _stat_fields(pid: int | str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first: utime and stime are 11 and 12, the
+    parent pid is 1)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def process_cpu(pid: int | None = None) -> Callable[[], float]:
     """A probe: CPU seconds (user + system) used so far by ``pid`` (this process when None)."""
     if pid is None:
@@ -142,8 +149,7 @@ def process_cpu(pid: int | None = None) -> Callable[[], float]:
     tick = os.sysconf("SC_CLK_TCK")
 
     def probe() -> float:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        fields = _stat_fields(pid)
         return (int(fields[11]) + int(fields[12])) / tick
 
     return probe
@@ -160,8 +166,7 @@ def children_cpu(pid: int) -> Callable[[], float]:
             if not entry.isdigit():
                 continue
             try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                fields = _stat_fields(entry)
             except OSError:  # gone meanwhile
                 continue
             if int(fields[1]) == pid:

@@ -38,8 +38,6 @@ def test_confluent_group_survives_a_killed_member(server: ServerProcess) -> None
     members = [Member(f"confluent-{i}", [sys.executable, WORKER, "confluent", server.bootstrap, "ck-topic",
                                           "ck-group"]) for i in range(3)]
     out = run_group_scenario(server.port, "ck-topic", "ck-group", produce, members, server.log)
-    # librdkafka (confluent-kafka's client library) sends a batch uncompressed when gzip would not make it smaller,
-    # which under load (small batches) happens; its gzip batches must still be stored as sent. Closing just
-    # after a rebalance, it may commit a stale offset of a partition it got back (seen: p3@1 at the new
-    # generation, 2 ms before its LeaveGroup, after it had committed p3@250); see assert_scenario
+    # librdkafka (confluent-kafka's client library) skips gzip for small batches and may commit a stale offset as it
+    # closes right after a rebalance (seen: p3@1 after p3@250, at the new generation): see assert_scenario
     assert_scenario(out, may_skip_compression=True, close_may_commit_stale=True)

@@ -23,6 +23,7 @@ from coordinator.storage.fs import FileSystem
 from coordinator.storage.fsync_process import FsyncProcess
 from coordinator.storage.journal import Journal
 from coordinator.storage.log import PartitionLog
+from protocol.record_batch import build_kv_batch
 
 
 class CountingFS(FileSystem):
@@ -312,3 +313,24 @@ async def test_an_errno_fails_every_request_in_flight_and_keeps_what_an_earlier_
         gc._take_answers()
         assert got[0] == (0, None) and logs[0].high_watermark == 1
         assert got[1][0] == 1 and isinstance(got[1][1], LogOfflineError) and journal.offline
+
+
+async def test_a_waiter_on_a_log_the_journal_does_not_cover_gets_that_logs_fsync(tmp_path: Path) -> None:
+    """While the reader pipelines journal rounds, a write to another log (a topic's) waiting with
+    ``when_durable`` sends the round through ``flush_now``, which fsyncs that log in a thread; later journal
+    rounds pipeline again."""
+    with with_child(tmp_path) as (fs, _journal, logs, child, gc):
+        topic = PartitionLog.open(str(tmp_path / "orders-0"), fs=fs)
+        got: list[tuple[str, Exception | None]] = []
+        async with running(gc):
+            info = topic.append([build_kv_batch([(b"k", b"v")], 1)])  # written, not through gc: nothing dirty
+            gc.when_durable(topic, info.last_offset, lambda err: got.append(("topic", err)))
+            gc.stage(logs[0], [(b"k", b"v")], lambda err: got.append(("offsets", err)))
+            await _until(lambda: len(got) == 2, "both writes")
+            assert sorted(got) == [("offsets", None), ("topic", None)]
+            assert topic.high_watermark == 1 and any("/orders-0/" in p for p in fs.fsynced)
+            requests = child.requests
+            gc.stage(logs[1], [(b"k", b"v")], lambda err: got.append(("again", err)))
+            await _until(lambda: len(got) == 3, "the next journal write")
+            assert got[2] == ("again", None) and child.requests == requests + 1  # the child's fsync again
+        topic.close()
