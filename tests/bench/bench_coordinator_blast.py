@@ -176,6 +176,15 @@ def children_cpu(pid: int) -> Callable[[], float]:
     return probe
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(ticks the hypervisor stole from this machine's CPUs, all ticks) so far, summed over every CPU: the
+    difference between two readings tells how much of the machine its host took meanwhile."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already in user and nice]
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
 def closed_loop(socks: Sequence[socket.socket], makers: Sequence[Maker], *, inflight: int, warmup_s: float,
                 measure_s: float, err_from_end: int, drain_s: float = 10.0,
                 probes: dict[str, Callable[[], float]] | None = None) -> ClosedResult:

@@ -41,6 +41,7 @@ from tests.bench.bench_coordinator_blast import (
     children_cpu,
     closed_loop,
     connect_all,
+    machine_ticks,
     open_loop,
     percentiles,
     process_cpu,
@@ -231,6 +232,7 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     pids = {"ours": args.server_pid, "floor": args.floor_pid}
     cpu_probes = {name: (process_cpu(pid), children_cpu(pid)) for name, pid in pids.items() if pid}
     cpu_used = {name: [0.0, 0.0, 0.0] for name in cpu_probes}  # server s, its children s, wall s
+    stolen = {"ours": [0, 0], "floor": [0, 0]}  # ticks the host stole, all ticks: over each server's runs
     disk: list[float] = []
     if args.disk_probe:
         disk_probe(args.disk_probe, DISK_PROBE_S, disk)
@@ -241,8 +243,10 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
             keep, keep_sched = pooled[name]
             probe = cpu_probes.get(name)
             start = (probe[0](), probe[1](), time.perf_counter()) if probe else None
+            ticks = machine_ticks()
             o = open_loop(ss, mm, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
                           err_from_end=COMMIT_ERR_FROM_END, keep=keep, keep_sched=keep_sched)
+            stolen[name] = [a + b - c for a, b, c in zip(stolen[name], machine_ticks(), ticks)]
             if probe and start:
                 end = (probe[0](), probe[1](), time.perf_counter())
                 for i in range(3):
@@ -266,6 +270,8 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
         used = cpu_used.get(name)
         if used and used[2] > 0:  # shares of one core over the runs (warm-up and drain included)
             summary.update(cpu_server=used[0] / used[2], cpu_children=used[1] / used[2])
+        if stolen[name][1] > 0:  # share of the whole machine (both cores) its host took during these runs
+            summary.update(steal=stolen[name][0] / stolen[name][1])
         summary.update(achieved_per_s=min(r["achieved_per_s"] for r in runs[name]),
                        errors=sum(r["errors"] for r in runs[name]),
                        p99_sched_ms=percentiles(keep_sched)["p99_ms"], runs=runs[name])
