@@ -17,7 +17,8 @@ stderr and one line ``RESULT <json>`` on stdout. Scenarios:
   percentiles of each server's runs pooled, and every run's own p50/p99 is reported too. With
   ``--disk-probe DIR``, the disk alone is timed just before and just after the latency runs (both servers
   idle): ``DISK_PROBE_S`` seconds each of a 1-KiB append + fdatasync every ms to a file in DIR, the cost the
-  servers' fsync child pays per round; its pooled p50/p99 tell a slow disk from a slow server.
+  servers' fsync child pays per round; its pooled p50/p99 tell a slow disk from a slow server. The share of
+  the machine the host stole (``/proc/stat`` steal) is summed over ours' runs and over the floor's.
 Without a scenario it only says that it is a helper (``make bench`` runs every bench_*.py module).
 """
 
