@@ -41,6 +41,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -294,20 +295,22 @@ def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
                              fl["p99_ms"] / 10, fl["p99_ms"] <= 10))
             rows.append(_row("  the floor: each run's p99", " ".join(f"{r['p99_ms']:.1f}" for r in fl["runs"]) + " ms",
                              f"ours / floor p99: {lat['p99_ms'] / fl['p99_ms']:.2f}" if fl["p99_ms"] else "", None, None))
+
+        def ours_floor(key: str, show: Callable[[dict[str, Any]], str]) -> str:
+            """``show`` of ours, then `` / `` and of the floor's when the floor has ``key`` too."""
+            return show(lat) + (f" / {show(fl)}" if fl and key in fl else "")
+
         if "steal" in lat:
             rows.append(_row("  CPU the host took (steal) during the runs: ours / floor",
-                             f"{lat['steal']:.0%}" + (f" / {fl['steal']:.0%}" if fl and "steal" in fl else ""),
-                             "of both cores", None, None))
+                             ours_floor("steal", lambda x: f"{x['steal']:.0%}"), "of both cores", None, None))
         disk = c.get("disk")
         if disk:
             rows.append(_row("  the disk alone, idle, before + after: p50 / p99",
                              f"{disk['p50_ms']:.2f} / {disk['p99_ms']:.2f} ms",
                              f"1 KiB + fdatasync, max {disk['max_ms']:.1f}", None, None))
         if "cpu_server" in lat:
-            def share(x: dict[str, Any]) -> str:
-                return f"{x['cpu_server']:.0%}+{x['cpu_children']:.0%}"
             rows.append(_row(f"  CPU at {a.rate:,.0f}/s, server+fsync child: ours / floor",
-                             share(lat) + (f" / {share(fl)}" if fl and "cpu_server" in fl else ""),
+                             ours_floor("cpu_server", lambda x: f"{x['cpu_server']:.0%}+{x['cpu_children']:.0%}"),
                              "of one core, over the runs", None, None))
         rounds = c.get("rounds")
         if rounds:
