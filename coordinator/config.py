@@ -71,6 +71,8 @@ KEYS: tuple[Key, ...] = (
         "the partitions are fsynced in the background and older journal files are deleted (ours).", 1 << 16),
     Key("log.journal.fsync.process", bool, True, "Journal: fsync it in a small child process, so a "
         "round's fsync never waits for the server's GIL (ours); false = in a worker thread."),
+    Key("log.journal.fsync.process.answers", bool, True, "Journal: the fsync child also writes the answers "
+        "of plain OffsetCommits to their clients once durable, off the event loop (ours)."),
     Key("hot.path.enable", bool, True, "Serve Heartbeat and plain OffsetCommit with hand-written codecs "
         "(ours); false = the generic codec for every request."),
     Key("shutdown.grace.ms", int, 10_000, "On SIGTERM, time given to in-flight requests (ours).", 0),

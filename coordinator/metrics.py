@@ -92,6 +92,9 @@ class Metrics:
                                            registry=r)
         self.offset_commits = Counter("groupcoord_offset_commits", "Partition offsets committed durably.",
                                       registry=r)
+        self.handed_answers = Counter("groupcoord_answers_by_fsync_child", "Answers the fsync child wrote in "
+                                      "full to their clients once durable (log.journal.fsync.process.answers).",
+                                      registry=r)
         self.flush_seconds = Histogram("groupcoord_log_flush_latency_seconds", "Duration of one group-commit "
                                        "fsync.", buckets=_LATENCY_BUCKETS, registry=r)
         self.load_seconds = Histogram("groupcoord_partition_load_seconds", "Time to load one offsets "

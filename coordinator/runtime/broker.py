@@ -63,6 +63,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.journal: Journal | None = None
         self.groups: GroupService | None = None
+        self.commit: GroupCommit | None = None
         self.topic_service: TopicService | None = None
         self.nursery: trio.Nursery  # set while running
         self.shutdown_requested = trio.Event()
@@ -86,7 +87,8 @@ class Broker:
         except (StorageError, OSError) as e:
             raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
         self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics, self.journal,
-                                  self.config["log.journal.checkpoint.bytes"], self._fsync_child())
+                                  self.config["log.journal.checkpoint.bytes"], self._fsync_child(),
+                                  hand_off=self.config["log.journal.fsync.process.answers"])
         self.groups = GroupService(self, self.logs, self.commit)
         self.topic_service = ts = TopicService(self, self.logs, self.commit)
         for key in SUPPORTED_APIS:
@@ -202,6 +204,8 @@ class Broker:
     def connection_closed(self, conn: Connection) -> None:
         if self.groups is not None:
             self.groups.connection_closed(conn)
+        if self.commit is not None:
+            self.commit.forget(conn.key)
         self.connections.discard(conn)
         self.metrics.connections.set(len(self.connections))
 

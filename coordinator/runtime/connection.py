@@ -29,12 +29,21 @@ Rules:
   we do not support is answered with error 35 and a v0 body, as Kafka does.
 - A slot whose request needs no response (Produce with acks=0) completes with ``None`` and writes nothing.
 - When the connection ends, pending slots are dropped and the broker is told (``connection_closed``).
+- Hand-off: a slot may be handed to the fsync child, which writes its answer to this socket itself once its
+  write is durable (group_commit.py). Handed slots are always a prefix of the slot order, and a slot may be
+  handed only when every slot ahead of it is handed and nothing of ours is waiting to be sent or being sent
+  (``can_hand_off``): so the child's bytes go out exactly where the slot stands. Until the child reports
+  the write, a handed slot is not done, so nothing behind it goes out. A connection the child could not
+  write to in full is never handed to again (``hand_off_ok``). ``abort()`` ends the connection at once
+  (socket shut down both ways, its task cancelled): what the child may or may not have written is unknown.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import socket
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +60,7 @@ log = logging.getLogger("groupcoord.connection")
 
 API_VERSIONS = 18
 READ_BYTES = 65536
+_keys = itertools.count(1)  # connection keys: unique for the process's life (never reused like fds)
 
 
 class Slot:
@@ -104,6 +114,34 @@ class Connection:
         sock = getattr(stream, "socket", None)
         self._fd: int | None = sock.fileno() if sock is not None else None  # trio's socket owns and closes it
         self._drained = False  # the last read took less than it asked for: the socket had no more then
+        self.key = next(_keys)
+        self.handed = 0  # slots at the head of the order handed to the fsync child
+        self.hand_off_ok = self._fd is not None
+        self._scope: trio.CancelScope | None = None
+
+    @property
+    def fd(self) -> int | None:
+        return self._fd
+
+    def can_hand_off(self, slot: Slot) -> bool:
+        """Whether ``slot``'s answer may be written by the fsync child now: every slot ahead of it is
+        handed, and nothing of ours is waiting to be sent or being sent."""
+        slots = self.slots
+        return (self.hand_off_ok and not self.closed and not self._out and not self._sending
+                and len(slots) > self.handed and slots[self.handed] is slot)
+
+    def abort(self) -> None:
+        """End the connection now (the fsync child may hold a copy of the socket: shut it down both ways)."""
+        self.closed = True
+        self.hand_off_ok = False
+        sock = getattr(self.stream, "socket", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._scope is not None:
+            self._scope.cancel()
 
     def wake(self) -> None:
         """A slot completed outside this connection's reader (a rebalance, a durable write). When it was the
@@ -132,6 +170,7 @@ class Connection:
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as nursery:
+                self._scope = nursery.cancel_scope
                 nursery.start_soon(self._write_loop)
                 try:
                     await self._read_loop()

@@ -38,6 +38,21 @@ Rules:
   round pipelines only while no other log is dirty and no waiter waits on a log the journal does not cover
   (a ``when_durable`` on a topic log: counted when it registers, recounted at release, never scanned per
   round); otherwise it is a ``flush_now``, which fsyncs those logs in threads.
+- Hand-off (``hand_off``, with the fsync child): a callback that offers its success answer (``HandOff``:
+  ``offer()`` returns the client connection's key, socket and answer frame, and marks the answer handed)
+  sends that frame with the round's fsync request; the child writes it to the client itself after its
+  fdatasync succeeded, taking the write off the event loop. The child answers durability ("A") BEFORE it
+  writes, so a later read here (``poll_answers``, before every generic request) sees every write a client
+  may already have seen acknowledged; its write report ("W") then completes the handed answers
+  (``written(rest)``: rest = the bytes it could not write, which this process sends). An answer is offered
+  only when the connection has nothing of its own pending ahead of it (connection.py ``can_hand_off``).
+  The child writes nothing once an fdatasync failed: a handed answer whose durability answer carries an
+  errno, or comes after one that did, is taken back (``take_back()``) and answered here with the error. A
+  handed answer the child may or may not have written (the child stopped serving; a write this process
+  saw fail although the child's fdatasync succeeded) ends its connection (``abandon()``): a response is
+  never sent twice. At most ``MAX_HANDED_BYTES`` of answers ride in unanswered requests (the child's socket
+  buffer is bounded); beyond that, and with ``hand_off`` off, answers are sent here as before. A connection
+  whose key was registered with the child is dropped there when it closes (``forget``).
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
@@ -51,12 +66,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import trio
 
 from coordinator.metrics import Metrics
 from coordinator.storage.errors import LogOfflineError, StorageError
-from coordinator.storage.fsync_process import FsyncProcess, FsyncProcessGone
+from coordinator.storage.fsync_process import MAX_WRITE_BYTES, FsyncProcess, FsyncProcessGone
 from coordinator.storage.journal import Journal, SyncPlan
 from coordinator.storage.log import AppendInfo, PartitionLog
 from protocol.record_batch import build_kv_batch
@@ -69,11 +85,34 @@ KeyValue = tuple[bytes, bytes | None]
 FSYNC_THREADS = 8
 MAX_IN_FLIGHT = 64  # fsync requests to the child awaiting an answer (~1 KiB each of its 208 KiB socket buffer)
 CHECKPOINT_BYTES = 32 << 20
+MAX_HANDED_BYTES = 64 << 10  # answers riding in fsync requests the child has not answered yet
+
+
+class HandOff(Protocol):
+    """A durability callback whose success answer the fsync child may write to the client itself."""
+
+    def __call__(self, error: Exception | None) -> None: ...
+
+    def offer(self) -> tuple[int, int, bytes] | None:
+        """(connection key, socket fd, answer frame) if the answer may be handed now (it is then handed)."""
+
+    def written(self, rest: bytes | None) -> None:
+        """The child wrote the answer; ``rest`` is what it could not write (to send here), None if all."""
+
+    def take_back(self) -> None:
+        """The child will not write it: the callback answers as usual."""
+
+    def abandon(self) -> None:
+        """Whether the child wrote it is unknown: end the client's connection."""
+
+
+Handed = tuple[HandOff, int, bytes]  # (callback, connection key, frame)
 
 
 class GroupCommit:
     def __init__(self, linger_ms: int, metrics: Metrics | None = None, journal: Journal | None = None,
-                 checkpoint_bytes: int = CHECKPOINT_BYTES, fsyncer: FsyncProcess | None = None) -> None:
+                 checkpoint_bytes: int = CHECKPOINT_BYTES, fsyncer: FsyncProcess | None = None,
+                 hand_off: bool = False) -> None:
         self.linger = linger_ms / 1000
         self.metrics = metrics
         self.journal = journal
@@ -101,6 +140,13 @@ class GroupCommit:
         self._in_flight: deque[tuple[int, SyncPlan, list[tuple[PartitionLog, int]], float]] = deque()
         self._reader = False  # run's reader task takes the child's answers (else whoever waits reads them)
         self._answered = trio.Event()  # set (and replaced) after each batch of answers the reader took
+        self.hand_off = hand_off and fsyncer is not None
+        self._fresh: list[Callback] = []  # callbacks appended since the last request to the child
+        self._handed: deque[tuple[int, list[Handed]]] = deque()  # by token: answers the child is to write
+        self._handed_bytes: deque[tuple[int, int]] = deque()  # by token: answer bytes not yet taken by the child
+        self._handed_unanswered = 0  # their sum
+        self._registered: set[int] = set()  # connection keys whose socket the child holds
+        self._child_failed = False  # an fdatasync of the child failed: it writes nothing any more
 
     def append(self, plog: PartitionLog, batches: Sequence[bytes]) -> AppendInfo:
         info = plog.append(batches)
@@ -131,6 +177,7 @@ class GroupCommit:
         hot = False
         async with trio.open_nursery() as nursery:
             if self._child_serving():
+                self._reader = True  # from now: a round that waits must not wait on the child's socket itself
                 nursery.start_soon(self._read_answers)
             while True:
                 await self._kick.wait()
@@ -165,21 +212,61 @@ class GroupCommit:
         child cannot take it (the marks are then back in ``_marks``)."""
         journal, child = self.journal, self.fsyncer
         assert journal is not None and child is not None
+        handed = self._offer_answers(child)
+        writes = [(key, frame) for _, key, frame in handed]
         tokens: list[int] = []
         try:
-            plan = journal.begin_sync(lambda fds, key: tokens.append(child.submit(fds, key)))
+            plan = journal.begin_sync(lambda fds, key: tokens.append(
+                child.submit(fds, key, writes) if writes else child.submit(fds, key)))
         except StorageError as e:  # the journal is offline: nothing of this round can become durable
+            _take_back(handed)
             self._settle(marks, e)
             return True
         except FsyncProcessGone as e:
-            _child_stopped(e)
+            _take_back(handed)
+            self._child_stopped(e)
             self._marks[:0] = marks
             return False
         if not tokens:  # nothing unsynced: a thread round already covered these bytes
+            _take_back(handed)
             self._settle(marks, None)
         else:
-            self._in_flight.append((tokens[0], plan, marks, time.perf_counter()))
+            token = tokens[0]
+            self._in_flight.append((token, plan, marks, time.perf_counter()))
+            if handed:
+                size = sum(len(frame) for _, frame in writes)
+                self._handed.append((token, handed))
+                self._handed_bytes.append((token, size))
+                self._handed_unanswered += size
         return True
+
+    def _offer_answers(self, child: FsyncProcess) -> list[Handed]:
+        """The answers of the callbacks appended since the last request that can be handed to the child now
+        (registering their connections with it first); they are handed once this returns."""
+        fresh, self._fresh = self._fresh, []
+        if self._child_failed or not fresh:
+            return []
+        room = min(MAX_WRITE_BYTES, MAX_HANDED_BYTES - self._handed_unanswered)
+        handed: list[Handed] = []
+        registered = self._registered
+        for cb in fresh:
+            offer = getattr(cb, "offer", None)
+            if offer is None or (got := offer()) is None:
+                continue
+            key, fd, frame = got
+            if len(frame) > room:
+                cb.take_back()  # type: ignore[attr-defined]
+                continue
+            if key not in registered:
+                try:
+                    child.register(key, fd)
+                except FsyncProcessGone:  # the submit meets it too
+                    cb.take_back()  # type: ignore[attr-defined]
+                    break
+                registered.add(key)
+            room -= len(frame)
+            handed.append((cb, key, frame))  # type: ignore[arg-type]
+        return handed
 
     def _take_answers(self) -> None:
         """Apply the child's answers that have arrived (raises FsyncProcessGone if it stopped serving)."""
@@ -187,12 +274,15 @@ class GroupCommit:
         assert child is not None and journal is not None
         answers = child.poll()
         if not answers:
+            for token, partial in child.take_written():  # a write report comes after its durability answer
+                self._written(token, partial)
             return
         now = time.perf_counter()
         done: list[tuple[PartitionLog, int]] = []
         failures: dict[PartitionLog, Exception] = {}
         for token, errno in answers:  # one answer, one fdatasync: a round, timed from its oldest request
             error = OSError(errno, os.strerror(errno)) if errno else None
+            self._answered_handed(token, errno)
             if self._in_flight and self._in_flight[0][0] <= token:
                 self.rounds += 1
                 if self.metrics is not None:
@@ -208,8 +298,74 @@ class GroupCommit:
         for plog, next_offset in done:
             plog.note_durable(next_offset)
         self._release(failures)
+        for token, partial in child.take_written():
+            self._written(token, partial)
         if self._marks:  # held back at MAX_IN_FLIGHT: there is room now
             self._kick.set()
+
+    def _answered_handed(self, token: int, errno: int) -> None:
+        """A durability answer up to ``token``: the child has taken those answers' bytes; if its fdatasync
+        failed (now or before), it writes none of them, and they are taken back (answered here)."""
+        sizes = self._handed_bytes
+        while sizes and sizes[0][0] <= token:
+            self._handed_unanswered -= sizes.popleft()[1]
+        if errno:
+            self._child_failed = True
+        if self._child_failed:
+            handed = self._handed
+            while handed and handed[0][0] <= token:
+                _take_back(handed.popleft()[1])
+
+    def _written(self, token: int, partial: dict[int, int]) -> None:
+        """The child's write report up to ``token``: ``partial`` maps a connection key whose bytes were not
+        all written to how many were (in order over its answers); the rest of those is sent here."""
+        handed = self._handed
+        left = dict(partial)
+        count = 0
+        while handed and handed[0][0] <= token:
+            for cb, key, frame in handed.popleft()[1]:
+                n = left.get(key)
+                if n is None or n >= len(frame):
+                    if n is not None:
+                        left[key] = n - len(frame)
+                    count += 1
+                    cb.written(None)
+                else:
+                    left[key] = 0
+                    cb.written(frame[n:])
+        if count and self.metrics is not None:
+            self.metrics.handed_answers.inc(count)
+
+    def poll_answers(self) -> None:
+        """Take the child's durability answers that have arrived, now: called before a request that reads
+        committed state, since a client may have seen a handed answer before the reader task ran."""
+        if self._reader and self._in_flight:
+            try:
+                self._take_answers()
+            except FsyncProcessGone:  # the reader task meets it too and takes over
+                pass
+
+    def forget(self, key: int) -> None:
+        """A client connection closed: the child drops its copy of the socket (after its pending writes)."""
+        if key in self._registered:
+            self._registered.discard(key)
+            child = self.fsyncer
+            if child is not None and child.dead is None:
+                try:
+                    child.drop(key)
+                except FsyncProcessGone:
+                    pass
+
+    def _child_stopped(self, e: FsyncProcessGone) -> None:
+        """The child stopped serving: every answer it was to write may or may not have been written."""
+        log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+        handed, self._handed = self._handed, deque()
+        self._handed_bytes.clear()
+        self._handed_unanswered = 0
+        self._registered.clear()
+        for _, entries in handed:
+            for cb, _, _ in entries:
+                cb.abandon()
 
     def _settle(self, marks: list[tuple[PartitionLog, int]], failure: Exception | None) -> None:
         """Marks whose fsync ended without the child (nothing to sync, or the journal is offline)."""
@@ -236,14 +392,13 @@ class GroupCommit:
         """run's reader: the only task waiting on the child's socket while it runs."""
         child = self.fsyncer
         assert child is not None
-        self._reader = True
         try:
             while True:
                 try:
                     await trio.lowlevel.wait_readable(child.fileno())
                     self._take_answers()
                 except FsyncProcessGone as e:
-                    _child_stopped(e)
+                    self._child_stopped(e)
                     self._reader = False
                     self._kick.set()
                     await self._sync_in_flight_in_thread()
@@ -267,7 +422,7 @@ class GroupCommit:
                 await trio.lowlevel.wait_readable(child.fileno())
                 self._take_answers()
             except FsyncProcessGone as e:
-                _child_stopped(e)
+                self._child_stopped(e)
                 await self._sync_in_flight_in_thread()
 
     async def _sync_in_flight_in_thread(self) -> None:
@@ -315,7 +470,10 @@ class GroupCommit:
                     _fail(callbacks, e)
                 return
         waiters = self._waiters
+        fresh = self._fresh if self.hand_off else None
         for plog, info, callbacks in written:
+            if fresh is not None:
+                fresh.extend(callbacks)
             if journal is not None:
                 self._marks.append((plog, info.last_offset + 1))
                 self._journaled[plog] = None
@@ -378,6 +536,7 @@ class GroupCommit:
                 await self._await_in_flight()
                 return
             marks, self._marks = self._marks, []
+        self._fresh = []  # fsynced here: this process answers them
         t0 = time.perf_counter()
         try:
             if len(dirty) > 1 and self._pool is None:
@@ -430,8 +589,9 @@ def _flush_chunk(logs: list[PartitionLog]) -> dict[PartitionLog, int | Exception
     return {plog: _flush(plog) for plog in logs}
 
 
-def _child_stopped(e: FsyncProcessGone) -> None:
-    log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+def _take_back(handed: list[Handed]) -> None:
+    for cb, _, _ in handed:
+        cb.take_back()
 
 
 def _fail(callbacks: list[Callback], e: Exception) -> None:

@@ -159,12 +159,15 @@ class RateLimitedLog:
 
 
 class _CommitSettled:
-    """The group-commit callback of one ``_commit_one``: settle the core's pending commit, then answer."""
+    """The group-commit callback of one ``_commit_one``: settle the core's pending commit, then answer. Its
+    success answer may be handed to the fsync child (group_commit.py ``HandOff``): the child then writes it,
+    and ``written`` completes the slot with nothing (or what the child could not write) left to send."""
 
-    __slots__ = ("index", "pending", "service", "slot", "topic")
+    __slots__ = ("handed", "index", "pending", "service", "slot", "topic")
 
     def __init__(self, service: GroupService, slot: Slot, pending: PendingCommit, topic: str, index: int) -> None:
         self.service, self.slot, self.pending, self.topic, self.index = service, slot, pending, topic, index
+        self.handed = False
 
     def __call__(self, err: Exception | None) -> None:
         service = self.service
@@ -175,8 +178,43 @@ class _CommitSettled:
         else:
             service.write_failures.error("offset commit of %s failed: %s", self.pending.group_id, err)
             error = ErrorCode.NOT_COORDINATOR
+        if self.handed:  # the child writes the success answer; an error here may come too late to stop it
+            if err is not None:
+                self.abandon()
+            return
         slot = self.slot
         slot.complete_frame(offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, error))
+
+    def offer(self) -> tuple[int, int, bytes] | None:
+        slot = self.slot
+        conn = slot.conn
+        if slot.done or self.handed or not conn.can_hand_off(slot):
+            return None
+        fd = conn.fd
+        assert fd is not None  # can_hand_off holds only for a socket
+        self.handed = True
+        conn.handed += 1
+        return conn.key, fd, offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, 0)
+
+    def _unhand(self) -> bool:
+        if not self.handed:
+            return False
+        self.handed = False
+        self.slot.conn.handed -= 1
+        return True
+
+    def written(self, rest: bytes | None) -> None:
+        if self._unhand():
+            if rest is not None:  # the child could not write it all: never hand this connection's again
+                self.slot.conn.hand_off_ok = False
+            self.slot.complete_frame(rest)
+
+    def take_back(self) -> None:
+        self._unhand()
+
+    def abandon(self) -> None:
+        if self._unhand():
+            self.slot.conn.abort()
 
 
 class GroupService:
@@ -261,6 +299,7 @@ class GroupService:
             if self._commit_one(request, slot):
                 return
             request = Request(request.header, request.body.as_body(request.header.api_version))
+        self.commit.poll_answers()  # read-your-writes: a client may have seen an answer the child wrote
         if request.api_key in _PARKING_APIS:  # only these can be parked in a member (connection_closed)
             self._by_conn[slot.conn].add(slot)
         outcome = self.core.handle(request.api_key, request.version, request.body, slot, now_ms(),

@@ -1,0 +1,203 @@
+"""Group commit handing success answers to the fsync child (``hand_off``), with the real child process and
+a real socket pair as the client connection.
+
+- A handed answer is written by the child after its fdatasync: the callback hears "durable" first, then
+  ``written(None)``; the client reads exactly the answer; nothing here wrote it.
+- A callback that does not offer (or whose connection cannot take one now) is answered here as before.
+- An fdatasync that fails: the handed answer is taken back before its callback hears the error, and the
+  child writes nothing to the client, then or later.
+- A child that dies with handed answers in flight: each is abandoned (its connection would be closed),
+  never answered twice.
+- The child's report of a partial write: ``written(rest)`` gets exactly the bytes it did not write, per
+  connection, across two answers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import trio
+
+from coordinator.runtime.group_commit import GroupCommit
+from coordinator.storage.errors import LogOfflineError
+from coordinator.storage.fs import FileSystem
+from coordinator.storage.fsync_process import FsyncProcess
+from coordinator.storage.journal import Journal
+from coordinator.storage.log import PartitionLog
+
+
+class Answer:
+    """A HandOff callback: records what happened to it, in order."""
+
+    def __init__(self, key: int, fd: int, frame: bytes, offers: bool = True) -> None:
+        self.key, self.fd, self.frame, self.offers = key, fd, frame, offers
+        self.events: list[object] = []
+        self.handed = False
+
+    def __call__(self, err: Exception | None) -> None:
+        self.events.append(("durable", err))
+
+    def offer(self) -> tuple[int, int, bytes] | None:
+        if not self.offers:
+            return None
+        self.handed = True
+        self.events.append("offered")
+        return self.key, self.fd, self.frame
+
+    def written(self, rest: bytes | None) -> None:
+        self.handed = False
+        self.events.append(("written", rest))
+
+    def take_back(self) -> None:
+        self.handed = False
+        self.events.append("taken back")
+
+    def abandon(self) -> None:
+        self.handed = False
+        self.events.append("abandoned")
+
+
+class FailingChild(FsyncProcess):
+    """The real child; ``fail`` replaces the journal's descriptors with a pipe's, whose fdatasync fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = False
+        self._pipe = os.pipe()
+
+    def submit(self, fds, key=None, writes=()):  # type: ignore[no-untyped-def]
+        if self.fail:
+            fds, key = [self._pipe[0]], None
+        return super().submit(fds, key, writes)
+
+    def close(self, timeout: float = 5.0) -> None:
+        super().close(timeout)
+        for fd in self._pipe:
+            os.close(fd)
+
+
+@contextmanager
+def handing(tmp_path: Path) -> Iterator[tuple[list[PartitionLog], FailingChild, GroupCommit]]:
+    fs = FileSystem()
+    logs = [PartitionLog.open(str(tmp_path / f"__consumer_offsets-{i}"), fs=fs) for i in range(2)]
+    journal = Journal.open(str(tmp_path / "journal"), fs)
+    journal.reset()
+    child = FailingChild.start()
+    gc = GroupCommit(0, journal=journal, fsyncer=child, hand_off=True)
+    try:
+        yield logs, child, gc
+    finally:
+        gc.close()
+
+
+@contextmanager
+def client() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """(server end, non-blocking as the server's are; client end)."""
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    theirs.settimeout(5)
+    try:
+        yield ours, theirs
+    finally:
+        ours.close()
+        theirs.close()
+
+
+async def until(check, what: str, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    with trio.move_on_after(timeout):
+        while not check():
+            await trio.sleep(0.005)
+        return
+    raise AssertionError(f"waited {timeout} s for {what}")
+
+
+async def run_until(gc: GroupCommit, check, what: str) -> None:  # type: ignore[no-untyped-def]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gc.run)
+        await until(check, what)
+        nursery.cancel_scope.cancel()
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        got = sock.recv(n - len(data))
+        assert got, "EOF"
+        data += got
+    return data
+
+
+async def test_a_handed_answer_is_written_by_the_child_after_its_fsync(tmp_path: Path) -> None:
+    with handing(tmp_path) as (logs, _child, gc), client() as (ours, theirs):
+        handed = Answer(7, ours.fileno(), b"answer-one")
+        kept = Answer(7, ours.fileno(), b"never-sent", offers=False)
+        gc.stage(logs[0], [(b"k", b"v")], handed)
+        gc.stage(logs[1], [(b"k", b"v")], kept)
+        await run_until(gc, lambda: handed.events[-1:] == [("written", None)], "the write report")
+        assert handed.events == ["offered", ("durable", None), ("written", None)]
+        assert kept.events == [("durable", None)]  # answered here, as before
+        assert recv_exactly(theirs, len(b"answer-one")) == b"answer-one"
+        theirs.setblocking(False)
+        try:
+            extra = theirs.recv(100)
+        except BlockingIOError:
+            extra = b""
+        assert extra == b""  # nothing else reached the client
+
+
+async def test_a_failed_fsync_takes_the_answer_back_and_the_child_writes_nothing(tmp_path: Path) -> None:
+    with handing(tmp_path) as (logs, child, gc), client() as (ours, theirs):
+        child.fail = True
+        first = Answer(3, ours.fileno(), b"first")
+        gc.stage(logs[0], [(b"k", b"v")], first)
+        await run_until(gc, lambda: len(first.events) == 3, "the error")
+        assert first.events[:2] == ["offered", "taken back"]  # before its callback hears the error
+        assert first.events[2][0] == "durable" and isinstance(first.events[2][1], LogOfflineError)
+        assert "Invalid argument" in str(first.events[2][1])
+        later = Answer(3, ours.fileno(), b"later")  # the journal is offline now: nothing is offered again
+        gc.stage(logs[1], [(b"k", b"v")], later)
+        await run_until(gc, lambda: len(later.events) == 1, "the later error")
+        assert isinstance(later.events[0][1], LogOfflineError)
+        theirs.setblocking(False)
+        try:
+            got = theirs.recv(100)
+        except BlockingIOError:
+            got = b""
+        assert got == b""
+
+
+async def test_handed_answers_of_a_child_that_dies_are_abandoned(tmp_path: Path) -> None:
+    with handing(tmp_path) as (logs, child, gc), client() as (ours, _theirs):
+        answer = Answer(5, ours.fileno(), b"lost?")
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGSTOP)  # it takes the request, never answers
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            gc.stage(logs[0], [(b"k", b"v")], answer)
+            await until(lambda: answer.events == ["offered"], "the offer")
+            os.kill(child.pid, signal.SIGKILL)
+            os.waitpid(child.pid, 0)
+            await until(lambda: len(answer.events) == 3, "the thread fsync")
+            nursery.cancel_scope.cancel()
+        # whether the child wrote it is unknown: abandoned (its connection ends), then made durable here
+        assert answer.events == ["offered", "abandoned", ("durable", None)]
+
+
+async def test_a_partial_write_hands_back_exactly_the_unwritten_bytes(tmp_path: Path) -> None:
+    with handing(tmp_path) as (_logs, _child, gc):
+        a = Answer(9, 0, b"aaaa")
+        b = Answer(9, 0, b"bbbbbb")
+        c = Answer(4, 0, b"cc")
+        for n, answer in enumerate((a, b, c)):
+            answer.handed = True
+            gc._handed.append((n + 1, [(answer, answer.key, answer.frame)]))
+        gc._written(3, {9: 6})  # key 9: 6 of its 10 bytes written; key 4: all
+        assert a.events == [("written", None)]
+        assert b.events == [("written", b"bbbb")]  # its first 2 bytes went out
+        assert c.events == [("written", None)]
+        assert not gc._handed
