@@ -10,20 +10,19 @@ Rules:
   generic codec). A request whose API has a hot handler (``broker.hot``) is first offered to it; a frame it
   returns is the answer, with no slot when nothing is pending ahead of it (it goes straight to the output
   list), else as an already-completed slot, so the order still holds. ``None`` means the generic path.
-- The reader serves a whole read (up to 64 KiB of frames), then sends what completed meanwhile itself, as
-  a framed-echo server would; the writer task sends what completes later (parked requests, durable writes).
+- Reading a socket: the run's poller (poller.py) calls ``on_readable`` when the socket has data; it reads
+  once (up to 64 KiB), serves every whole frame, and sends what completed meanwhile itself, as a
+  framed-echo server would (one ``os.write`` straight to the descriptor); what the kernel does not take,
+  and what completes later (parked requests, durable writes), the writer task sends, parking in trio's
+  ``wait_writable`` only on EAGAIN. No task parks per connection to read: the poller's one wake-up per
+  batch of ready sockets replaces a scheduler round trip and two epoll changes per request.
+  In-memory test streams (no socket) are read by the connection's own task with the stream API.
 - Metrics of hot answers are taken once per read (each counts the read's time as its latency): the
   per-frame work is the frame split, the handler and one list append.
-- I/O goes straight to the socket's file descriptor (non-blocking ``recv``/``send``, parking in trio's
-  ``wait_readable``/``wait_writable`` only when the kernel says EAGAIN): trio's stream API adds a scheduler
-  round trip to every successful call, which costs as much as serving a heartbeat. Fairness is kept by
-  hand: a read that found data at once is followed by a checkpoint before its data is served (a read that
-  had to wait for data already let the others run, and costs no extra turn). A read that returned less
-  than it asked for drained the socket, so the next one parks first instead of trying a read that would
-  only say EAGAIN (one system call per request saved when requests come one at a time).
-  In-memory test streams (no socket) use the stream API.
-- At most ``max.inflight.requests.per.connection`` slots are open; the reader stops reading until the writer
-  frees one (back-pressure instead of unbounded buffering).
+- At most ``max.inflight.requests.per.connection`` slots are open; at the cap the serving stops (the rest
+  of the read stays in the frame reader) and the socket leaves the poller; the connection's task waits for
+  the writer to free room, serves what was left, and gives the socket back to the poller (back-pressure
+  instead of unbounded buffering).
 - Anything undecodable (``ProtocolError``: a frame over ``socket.request.max.bytes``, a malformed body, an
   unknown API, an unsupported version) closes the connection with one log line. ApiVersions with a version
   we do not support is answered with error 35 and a v0 body, as Kafka does.
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from coordinator.runtime.poller import Poller
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import FrameReader
@@ -113,11 +113,12 @@ class Connection:
         self.closed = False
         sock = getattr(stream, "socket", None)
         self._fd: int | None = sock.fileno() if sock is not None else None  # trio's socket owns and closes it
-        self._drained = False  # the last read took less than it asked for: the socket had no more then
         self.key = next(_keys)
         self.handed = 0  # slots at the head of the order handed to the fsync child
         self.hand_off_ok = self._fd is not None
         self._scope: trio.CancelScope | None = None
+        self._ended: BaseException | bool | None = None  # why reading ended: True (EOF, protocol error) or an error
+        self._paused = trio.Event()  # set when the poller stopped reading (the cap) or reading ended
 
     @property
     def fd(self) -> int | None:
@@ -173,7 +174,10 @@ class Connection:
                 self._scope = nursery.cancel_scope
                 nursery.start_soon(self._write_loop)
                 try:
-                    await self._read_loop()
+                    if self._fd is None:
+                        await self._read_loop()
+                    else:
+                        await self._polled_reads()
                 finally:
                     # drain what has completed, then stop the writer
                     self.closed = True
@@ -188,27 +192,159 @@ class Connection:
             with trio.move_on_after(1):
                 await self.stream.aclose()
 
-    async def _receive(self) -> bytes:
-        fd = self._fd
-        if fd is None:
-            return await self.stream.receive_some(READ_BYTES)
-        if not self._drained:
-            try:
-                data = os.read(fd, READ_BYTES)
-            except BlockingIOError:
-                pass
-            else:
-                self._drained = len(data) < READ_BYTES
-                await trio.lowlevel.checkpoint()  # data was there at once: let the others run before serving it
-                return data
-        while True:  # parking for data is this turn's scheduling point
-            await trio.lowlevel.wait_readable(fd)
-            try:
-                data = os.read(fd, READ_BYTES)
-            except BlockingIOError:
-                continue
-            self._drained = len(data) < READ_BYTES
-            return data
+    # ---------------------------------------------------------------- reading: sockets, through the poller
+    async def _polled_reads(self) -> None:
+        """The reads of a socket connection are served by the run's ``Poller`` (``on_readable``); this task
+        only waits for the end, and for room when the in-flight cap paused the reading."""
+        poller = Poller.current()
+        poller.add(self)
+        try:
+            while True:
+                await self._paused.wait()
+                if self._ended is not None:
+                    break
+                self._paused = trio.Event()
+                await self._wait_for_room()
+                if not self._serve_frames():  # the frames read meanwhile; paused again at the cap
+                    self._paused.set()
+                    continue
+                if self._out:
+                    self._send_now()
+                if self._ended is not None:
+                    break
+                poller.add(self)
+        finally:
+            poller.remove(self)
+        if isinstance(self._ended, BaseException):
+            raise self._ended
+
+    def on_readable(self) -> None:
+        """The poller saw data (or EOF) on the socket: read once, serve every whole frame, send what is ready."""
+        try:
+            data = os.read(self._fd, READ_BYTES)  # type: ignore[arg-type]
+        except BlockingIOError:
+            return
+        except OSError as e:
+            self._end(e)
+            return
+        if not data:
+            self._end(True)
+            return
+        self.reader.feed(data)
+        if not self._serve_frames():
+            Poller.current().remove(self)  # the cap: no more reads until there is room
+            self._paused.set()
+            return
+        if self._out and self._ended is None:
+            self._send_now()
+
+    def fail(self, error: Exception) -> None:
+        """Serving a read raised (a bug): end the connection with that error."""
+        self._end(error)
+
+    def _end(self, why: BaseException | bool) -> None:
+        if self._ended is None:
+            self._ended = why
+        if self._fd is not None:
+            Poller.current().remove(self)
+        self._paused.set()
+
+    def _send_now(self) -> None:
+        """Send the output list from the caller's turn; what the kernel does not take goes to the writer."""
+        if self._sending:
+            self._wake.set()
+            return
+        out = self._out
+        data = b"".join(out) if len(out) > 1 else out[0]
+        try:
+            sent = os.write(self._fd, data)  # type: ignore[arg-type]
+        except BlockingIOError:
+            sent = 0
+        except OSError as e:
+            self._out = []
+            self._end(e)
+            return
+        if sent == len(data):
+            self._out = []
+            return
+        self._out = [data[sent:]]
+        self._wake.set()
+
+    # ---------------------------------------------------------------- reading: in-memory streams (tests)
+    async def _read_loop(self) -> None:
+        while True:
+            data = await self.stream.receive_some(READ_BYTES)
+            if not data:
+                return
+            self.reader.feed(data)
+            while not self._serve_frames():
+                await self._wait_for_room()
+            if self._ended is not None:
+                return
+            if self._out:
+                await self._flush()
+
+    def _serve_frames(self) -> bool:
+        """Serve every whole frame read so far; False if the in-flight cap stopped it (the rest waits for
+        room). A protocol error ends the connection (``_ended``)."""
+        hot_get = self.broker.hot.get
+        slots = self.slots
+        next_frame = self.reader.next_frame
+        max_inflight = self.max_inflight
+        started = trio.current_time()
+        hot: list[int] = []  # api key of each request answered on the hot path in this read
+        out = self._out
+        self.dispatching = True
+        done = True
+        try:
+            while True:
+                # the cap holds per frame: one read may carry thousands of small requests
+                if len(slots) >= max_inflight:
+                    self._collect()
+                    out = self._out
+                    if len(slots) >= max_inflight:
+                        done = False
+                        break
+                payload = next_frame()
+                if payload is None:
+                    break
+                # hot path: api keys below 256, handler by the key's low byte (see Broker.hot)
+                if len(payload) >= 10 and not payload[0]:
+                    api_key = payload[1]
+                    handler = hot_get(api_key)
+                    if handler is not None and (frame := handler(payload)) is not None:
+                        hot.append(api_key)
+                        if slots:
+                            slot = Slot(self, api_key, payload[2] << 8 | payload[3],
+                                        int.from_bytes(payload[4:8], "big", signed=True), started)
+                            slot.frame, slot.done = frame, True
+                            slots.append(slot)
+                        else:
+                            out.append(frame)
+                        continue
+                self._dispatch(payload)
+        except ProtocolError as e:
+            self.broker.metrics.protocol_error(type(e).__name__)
+            log.warning("closing connection %s (client %s): %s", self.peer, self.client_id, e)
+            self._end(True)
+            return True
+        finally:
+            self.dispatching = False
+        if hot:
+            self._count_hot(hot, started)
+        if slots:
+            self._collect()
+        return done
+
+    async def _wait_for_room(self) -> None:
+        """Until fewer than ``max_inflight`` slots are open: what is ready goes out meanwhile."""
+        self._collect()
+        while len(self.slots) >= self.max_inflight:
+            await self._flush()
+            self._room = trio.Event()
+            if len(self.slots) < self.max_inflight:
+                break
+            await self._room.wait()
 
     async def _send(self, data: bytes) -> None:
         fd = self._fd
@@ -227,68 +363,6 @@ class Connection:
                 view = view[os.write(fd, view):]
             except BlockingIOError:
                 await trio.lowlevel.wait_writable(fd)
-
-    async def _read_loop(self) -> None:
-        hot_get = self.broker.hot.get
-        metrics = self.broker.metrics
-        slots = self.slots
-        next_frame = self.reader.next_frame
-        max_inflight = self.max_inflight
-        while True:
-            data = await self._receive()
-            if not data:
-                return
-            self.reader.feed(data)
-            started = trio.current_time()
-            hot: list[int] = []  # api key of each request answered on the hot path in this read
-            out = self._out
-            self.dispatching = True
-            try:
-                while True:
-                    # the cap holds per frame: one read may carry thousands of small requests
-                    if len(slots) >= max_inflight:
-                        await self._wait_for_room()
-                        out = self._out  # the flush replaced the output list
-                    payload = next_frame()
-                    if payload is None:
-                        break
-                    # hot path: api keys below 256, handler by the key's low byte (see Broker.hot)
-                    if len(payload) >= 10 and not payload[0]:
-                        api_key = payload[1]
-                        handler = hot_get(api_key)
-                        if handler is not None and (frame := handler(payload)) is not None:
-                            hot.append(api_key)
-                            if slots:
-                                slot = Slot(self, api_key, payload[2] << 8 | payload[3],
-                                            int.from_bytes(payload[4:8], "big", signed=True), started)
-                                slot.frame, slot.done = frame, True
-                                slots.append(slot)
-                            else:
-                                out.append(frame)
-                            continue
-                    self._dispatch(payload)
-            except ProtocolError as e:
-                metrics.protocol_error(type(e).__name__)
-                log.warning("closing connection %s (client %s): %s", self.peer, self.client_id, e)
-                return
-            finally:
-                self.dispatching = False
-            if hot:
-                self._count_hot(hot, started)
-            if slots:
-                self._collect()
-            if self._out:
-                await self._flush()
-
-    async def _wait_for_room(self) -> None:
-        """Until fewer than ``max_inflight`` slots are open: what is ready goes out meanwhile."""
-        self._collect()
-        while len(self.slots) >= self.max_inflight:
-            self.dispatching = False
-            await self._flush()
-            self._room = trio.Event()
-            await self._room.wait()
-            self.dispatching = True
 
     def _count_hot(self, hot: list[int], started: float) -> None:
         """Metrics of the requests one read answered on the hot path (all took the read's time)."""

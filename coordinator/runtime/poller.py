@@ -1,0 +1,89 @@
+"""The poller: one task per trio run reads every client socket that has data, instead of one parked task per
+connection.
+
+Why: a connection task parked in ``trio.lowlevel.wait_readable`` costs, per request, an epoll registration
+change on the way in and out and a scheduler round trip to wake it; with many connections each sending a
+request now and then (offset commits, heartbeats), that was the largest share of the event loop's time.
+
+Rules:
+- One ``select.epoll`` holds the sockets of the connections that are reading (level-triggered ``EPOLLIN``);
+  the poller task parks in ``wait_readable`` on that epoll's descriptor, so trio wakes it once for every
+  batch of ready sockets. It then calls ``on_readable()`` of each ready connection, once per wake-up (one
+  read of at most 64 KiB each: a busy client cannot starve the others, and what it left in the kernel is
+  reported again at the next wake-up), and parks again, which lets the other tasks run.
+- ``on_readable`` never awaits: it reads, serves the frames and sends what is ready; whatever must wait
+  (a full socket, the in-flight cap, the end of the connection) is handed to the connection's own tasks.
+- A connection is in the epoll from ``add`` to ``remove``, and is removed before its socket is closed: the
+  epoll keys on the open file, which a copy of the descriptor (the fsync child's) can keep alive.
+- A connection whose ``on_readable`` raises is ended with that error (logged by its task); the poller goes on.
+- One poller per trio run (``Poller.current()``), started as a system task on first use and closed with the
+  run.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+from typing import TYPE_CHECKING
+
+import trio
+
+if TYPE_CHECKING:
+    from coordinator.runtime.connection import Connection
+
+log = logging.getLogger("groupcoord.poller")
+
+MAX_EVENTS = 1024
+_CURRENT: trio.lowlevel.RunVar[Poller] = trio.lowlevel.RunVar("poller")
+
+
+class Poller:
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+        self._conns: dict[int, Connection] = {}
+
+    @staticmethod
+    def current() -> Poller:
+        """This trio run's poller (started on first use)."""
+        try:
+            return _CURRENT.get()
+        except LookupError:
+            poller = Poller()
+            _CURRENT.set(poller)
+            trio.lowlevel.spawn_system_task(poller._run, name="groupcoord.poller")
+            return poller
+
+    def add(self, conn: Connection) -> None:
+        fd = conn.fd
+        assert fd is not None
+        if self._conns.get(fd) is conn:
+            return
+        self._conns[fd] = conn
+        self._epoll.register(fd, select.EPOLLIN)
+
+    def remove(self, conn: Connection) -> None:
+        fd = conn.fd
+        if fd is None or self._conns.get(fd) is not conn:
+            return
+        del self._conns[fd]
+        try:
+            self._epoll.unregister(fd)
+        except OSError:  # already closed
+            pass
+
+    async def _run(self) -> None:
+        epoll = self._epoll
+        conns = self._conns
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(epoll.fileno())
+                for fd, _ in epoll.poll(0, MAX_EVENTS):
+                    conn = conns.get(fd)
+                    if conn is None:
+                        continue
+                    try:
+                        conn.on_readable()
+                    except Exception as e:  # a bug serving one connection ends that connection only
+                        conn.fail(e)
+        finally:
+            epoll.close()
