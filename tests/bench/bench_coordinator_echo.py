@@ -14,8 +14,10 @@ Rules:
   group commit, the next write's request goes out while the previous fsync is under way (at most
   ``MAX_IN_FLIGHT`` unanswered), the child fsyncs back to back, and a reader task answers the frames each
   answer covers (same fixed answer), straight to the socket (the connection's own task only when the kernel
-  did not take it all). No linger. It is the least any trio server pays for a durable acknowledgement on
-  this machine's disk: no decoding, no records, no index, no journal entries, one file.
+  did not take it all). No linger. It is the least a trio server in the common shape (a task parked per
+  connection, answers written by the server) pays for a durable acknowledgement on this machine's disk: no
+  decoding, no records, no index, no journal entries, one file. Ours is not in that shape any more: it
+  reads through one poller and its fsync child writes the commit answers, so ours can beat this floor.
 - Started as ``python -m tests.bench.bench_coordinator_echo serve [--durable DIR]``; prints ``echo listening
   on PORT`` once bound on 127.0.0.1 (port 0 = a free one) and runs until SIGTERM/SIGINT. Without ``serve``
   it does nothing (``make bench`` runs every ``bench_*.py`` module; this one is only a helper).
