@@ -33,15 +33,6 @@ Reports = list[tuple[int, dict[int, int]]]
 
 
 @pytest.fixture
-def child() -> Iterator[FsyncProcess]:
-    proc = FsyncProcess.start()
-    try:
-        yield proc
-    finally:
-        proc.close()
-
-
-@pytest.fixture
 def fd(tmp_path: Path) -> Iterator[int]:
     fd = os.open(tmp_path / "journal", os.O_RDWR | os.O_CREAT)
     os.write(fd, b"records")

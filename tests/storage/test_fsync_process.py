@@ -10,21 +10,11 @@ import os
 import select
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from coordinator.storage.fsync_process import MAX_FDS, FsyncProcess, FsyncProcessGone
-
-
-@pytest.fixture
-def child() -> Iterator[FsyncProcess]:
-    proc = FsyncProcess.start()
-    try:
-        yield proc
-    finally:
-        proc.close()
 
 
 def answers_until(proc: FsyncProcess, token: int, timeout: float = 10.0) -> list[tuple[int, int]]:
