@@ -22,7 +22,9 @@ Rules:
 - At most ``max.inflight.requests.per.connection`` slots are open; at the cap the serving stops (the rest
   of the read stays in the frame reader) and the socket leaves the poller; the connection's task waits for
   the writer to free room, serves what was left, and gives the socket back to the poller (back-pressure
-  instead of unbounded buffering).
+  instead of unbounded buffering). Likewise when the kernel did not take a read's answers at once: the
+  socket leaves the poller until they are sent, so a client that sends and never reads holds at most one
+  read's answers here.
 - Anything undecodable (``ProtocolError``: a frame over ``socket.request.max.bytes``, a malformed body, an
   unknown API, an unsupported version) closes the connection with one log line. ApiVersions with a version
   we do not support is answered with error 35 and a v0 body, as Kafka does.
@@ -205,6 +207,7 @@ class Connection:
                     break
                 self._paused = trio.Event()
                 await self._wait_for_room()
+                await self._flush()  # a client that does not read its answers is not read either
                 if not self._serve_frames():  # the frames read meanwhile; paused again at the cap
                     self._paused.set()
                     continue
@@ -212,6 +215,9 @@ class Connection:
                     self._send_now()
                 if self._ended is not None:
                     break
+                if self._out:  # the kernel did not take it all: send it before reading more
+                    self._paused.set()
+                    continue
                 poller.add(self)
         finally:
             poller.remove(self)
@@ -231,12 +237,12 @@ class Connection:
             self._end(True)
             return
         self.reader.feed(data)
-        if not self._serve_frames():
-            Poller.current().remove(self)  # the cap: no more reads until there is room
-            self._paused.set()
-            return
-        if self._out and self._ended is None:
+        if self._serve_frames() and self._out and self._ended is None:
             self._send_now()
+        if self._ended is None and (self._out or len(self.slots) >= self.max_inflight):
+            # the cap, or answers the kernel did not take: no more reads until there is room / they are sent
+            Poller.current().remove(self)
+            self._paused.set()
 
     def fail(self, error: Exception) -> None:
         """Serving a read raised (a bug): end the connection with that error."""

@@ -6,6 +6,7 @@
 - Several connections are served by the one poller, each its own answers.
 - A client's EOF ends its connection (``connection_closed``) and takes its socket out of the poller.
 - A bug while serving a read ends that connection only; the poller goes on serving the others.
+- A client that sends but does not read its answers stops being read once an answer waits for the kernel.
 """
 
 from __future__ import annotations
@@ -125,3 +126,38 @@ async def test_a_bug_serving_one_connection_ends_it_and_not_the_poller() -> None
             assert await read_answers(good_client, 2, broker) == [50, 51]
             bad_client.close()
             good_client.close()
+
+
+async def test_a_client_that_does_not_read_its_answers_is_not_read_either() -> None:
+    """Answers of 256 KiB (more than the socket buffers hold) to requests sent one at a time by a client that
+    reads nothing at first: once an answer waits for the kernel, the server stops reading that socket, so
+    the later requests are not even read (memory does not grow with what the client sends); then the
+    client reads, and every answer comes, in order."""
+    big = 256 * 1024
+    served: list[int] = []
+
+    def answer(payload: bytes) -> bytes:
+        served.append(int.from_bytes(payload[4:8], "big"))
+        return (big - 4).to_bytes(4, "big") + payload[4:8] + b"x" * (big - 8)
+
+    client, stream = pair()
+    broker = HoldingBroker(hot={18: answer})
+    conn = Connection(stream, broker, "slow-reader")  # type: ignore[arg-type]
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.run)
+            for i in range(10):
+                await client.send(requests(1, first=i))
+                await trio.sleep(0.02)  # separate reads on the server side, if it reads
+            await trio.testing.wait_all_tasks_blocked()
+            # an answer is stuck in the kernel (the first, or the second if the first fit): nothing more was read
+            assert served in ([0], [0, 1]), served
+            assert conn.fd not in Poller.current()._conns  # type: ignore[misc]
+            got, buf = [], b""
+            while len(got) < 10:
+                buf += await client.recv(1 << 20)
+                while len(buf) >= big:
+                    got.append(int.from_bytes(buf[4:8], "big"))
+                    buf = buf[big:]
+            assert got == list(range(10)) and served == list(range(10))
+            client.close()
