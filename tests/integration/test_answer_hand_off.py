@@ -11,10 +11,14 @@ Two daemons run side by side: one with the hand-off (the default) and one with
   offset just acknowledged (the child says "durable" before it writes, and a fetch takes that first).
 - A connection the server closes (an oversized frame) after the child wrote to it: the client sees EOF
   (the child dropped its copy of the socket), and the server keeps serving.
+- The child killed mid-stream: no answer twice or out of order, the server goes on without it, and every
+  acknowledged commit survives a restart.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import time
 import urllib.request
@@ -165,3 +169,67 @@ def test_a_connection_the_server_closes_reaches_eof_after_the_child_wrote_to_it(
         assert codec.decode_response(OFFSET_COMMIT, 8, payload)[1]["topics"][0]["partitions"][0]["error_code"] == 0
     finally:
         again.close()
+
+
+def fsync_child_pid(srv: ServerProcess) -> int:
+    assert srv.proc is not None
+    with open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children") as f:
+        pids = [int(p) for p in f.read().split()]
+    for pid in pids:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"fsync_process.py" in f.read():
+                return pid
+    raise AssertionError(f"no fsync child among {pids}")
+
+
+def test_a_child_killed_mid_stream_never_answers_twice_and_loses_no_acknowledged_commit(tmp_path: Path) -> None:
+    """10 connections each pipeline 30 commits of rising offsets; the fsync child is SIGKILLed meanwhile.
+    Each connection gets a prefix of its answers, in order, each once, then (if cut short) EOF: an answer the
+    child may or may not have written closes its connection rather than risk a second copy. The server goes
+    on (fsyncing in threads, answering itself), and after a restart every acknowledged offset is there."""
+    srv = ServerProcess(tmp_path / "data", *FLAGS)
+    srv.start().wait_loaded()
+    acked: dict[str, int] = {}
+    try:
+        socks = [connect(srv) for _ in range(10)]
+        child = fsync_child_pid(srv)
+        for i, sock in enumerate(socks):
+            sock.sendall(b"".join(commit(n + 1, f"kill-group-{i}", 0, 100 + n) for n in range(30)))
+        os.kill(child, signal.SIGKILL)
+        for i, sock in enumerate(socks):
+            sock.settimeout(10)
+            corrs = []
+            while len(corrs) < 30:
+                payload = read_frame(sock)
+                if payload is None:  # closed: the rest is unknown to this client
+                    break
+                corr, body = codec.decode_response(OFFSET_COMMIT, 8, payload)
+                assert body["topics"][0]["partitions"][0]["error_code"] == 0
+                corrs.append(corr)
+            assert corrs == list(range(1, len(corrs) + 1))  # in order, each once
+            if corrs:
+                acked[f"kill-group-{i}"] = 100 + len(corrs) - 1
+            sock.close()
+        assert "fsync child process stopped serving" in srv.log()
+        again = connect(srv)  # still serving, now without the child
+        try:
+            again.sendall(commit(1, "after-kill", 0, 7))
+            (payload,) = answers(again, 1)
+            assert codec.decode_response(OFFSET_COMMIT, 8, payload)[1]["topics"][0]["partitions"][0][
+                "error_code"] == 0
+        finally:
+            again.close()
+        assert srv.stop() == 0
+        srv.start().wait_loaded()
+        sock = connect(srv)
+        try:
+            for n, (group, offset) in enumerate(sorted(acked.items())):
+                sock.sendall(fetch(n + 1, group))
+                (payload,) = answers(sock, 1)
+                parts = codec.decode_response(OFFSET_FETCH, 7, payload)[1]["topics"][0]["partitions"]
+                assert {p["partition_index"]: p["committed_offset"] for p in parts}[0] >= offset, group
+        finally:
+            sock.close()
+    finally:
+        if srv.alive():
+            srv.stop()
