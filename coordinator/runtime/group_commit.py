@@ -52,7 +52,13 @@ Rules:
   saw fail although the child's fdatasync succeeded) ends its connection (``abandon()``): a response is
   never sent twice. At most ``MAX_HANDED_BYTES`` of answers ride in unanswered requests (the child's socket
   buffer is bounded); beyond that, and with ``hand_off`` off, answers are sent here as before. A connection
-  whose key was registered with the child is dropped there when it closes (``forget``).
+  whose key was registered with the child is dropped there when it closes (``forget``); a register or drop
+  that finds the child's socket busy (fsync_process.py ``CONTROL_SHARE``) is no error: the answer is sent
+  here, the drop waits and run's drop sender tries again every few ms. Write reports read together with a
+  later errno answer are applied before it (the child wrote those). ``poll_answers`` wakes whoever waits
+  for answers, as the reader does. A child given up on (``_child_stopped``: it died, broke the protocol,
+  or its socket was full) is killed and its end closed at once, so it keeps no copy of a client socket,
+  and a task waiting on its socket wakes.
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
@@ -147,6 +153,9 @@ class GroupCommit:
         self._handed_unanswered = 0  # their sum
         self._registered: set[int] = set()  # connection keys whose socket the child holds
         self._child_failed = False  # an fdatasync of the child failed: it writes nothing any more
+        self._child_ended = False  # _child_stopped ran
+        self._pending_drops: deque[int] = deque()  # closed connections' keys the child still holds
+        self._drops_waiting = trio.Event()  # set when a drop found no room (run's drop sender retries)
 
     def append(self, plog: PartitionLog, batches: Sequence[bytes]) -> AppendInfo:
         info = plog.append(batches)
@@ -179,12 +188,13 @@ class GroupCommit:
             if self._child_serving():
                 self._reader = True  # from now: a round that waits must not wait on the child's socket itself
                 nursery.start_soon(self._read_answers)
+                nursery.start_soon(self._send_drops)
             while True:
                 await self._kick.wait()
                 self._kick = trio.Event()
                 if self.linger and not hot:
                     await trio.sleep(self.linger)
-                if self._reader and not self._dirty and not self._unjournaled_waiters:
+                if self._reader and self._child_serving() and not self._dirty and not self._unjournaled_waiters:
                     self._submit_round()  # does not wait: the reader releases it when its answer comes
                     hot = bool(self._in_flight)  # an fsync under way gathers the next round: no linger
                 else:
@@ -259,10 +269,12 @@ class GroupCommit:
                 continue
             if key not in registered:
                 try:
-                    child.register(key, fd)
+                    sent = child.register(key, fd)
                 except FsyncProcessGone:  # the submit meets it too
+                    sent = False
+                if not sent:  # the child's socket is busy (or gone): this one is answered here
                     cb.take_back()  # type: ignore[attr-defined]
-                    break
+                    continue
                 registered.add(key)
             room -= len(frame)
             handed.append((cb, key, frame))  # type: ignore[arg-type]
@@ -282,6 +294,9 @@ class GroupCommit:
         failures: dict[PartitionLog, Exception] = {}
         for token, errno in answers:  # one answer, one fdatasync: a round, timed from its oldest request
             error = OSError(errno, os.strerror(errno)) if errno else None
+            if errno or self._child_failed:  # reports read with it came before it: the child wrote those
+                for reported, partial in child.take_written():
+                    self._written(reported, partial)
             self._answered_handed(token, errno)
             if self._in_flight and self._in_flight[0][0] <= token:
                 self.rounds += 1
@@ -302,6 +317,8 @@ class GroupCommit:
             self._written(token, partial)
         if self._marks:  # held back at MAX_IN_FLIGHT: there is room now
             self._kick.set()
+        if self._pending_drops:
+            self._drops_waiting.set()
 
     def _answered_handed(self, token: int, errno: int) -> None:
         """A durability answer up to ``token``: the child has taken those answers' bytes; if its fdatasync
@@ -342,23 +359,58 @@ class GroupCommit:
         if self._reader and self._in_flight:
             try:
                 self._take_answers()
-            except FsyncProcessGone:  # the reader task meets it too and takes over
-                pass
+            except FsyncProcessGone as e:
+                self._child_stopped(e)  # and the reader, woken by the closed socket, takes over
+            finally:  # whoever waits for answers (``_await_in_flight``) must hear of these
+                self._answered.set()
+                self._answered = trio.Event()
 
     def forget(self, key: int) -> None:
         """A client connection closed: the child drops its copy of the socket (after its pending writes)."""
         if key in self._registered:
             self._registered.discard(key)
-            child = self.fsyncer
-            if child is not None and child.dead is None:
-                try:
-                    child.drop(key)
-                except FsyncProcessGone:
-                    pass
+            self._pending_drops.append(key)
+            self._drop_now()
+
+    def _drop_now(self) -> None:
+        """Send the drops waiting, as far as the child's socket has room for them now."""
+        child = self.fsyncer
+        drops = self._pending_drops
+        if child is None or child.dead is not None:
+            drops.clear()
+            return
+        try:
+            while drops and child.drop(drops[0]):
+                drops.popleft()
+        except FsyncProcessGone as e:
+            self._child_stopped(e)
+        if drops:
+            self._drops_waiting.set()
+
+    async def _send_drops(self) -> None:
+        """run's drop sender: drops that found no room are tried again every few ms until all are sent (a
+        closed connection's socket stays open in the child until then: its client waits for EOF)."""
+        while True:
+            await self._drops_waiting.wait()
+            self._drops_waiting = trio.Event()
+            while self._pending_drops:
+                await trio.sleep(0.005)
+                self._drop_now()
 
     def _child_stopped(self, e: FsyncProcessGone) -> None:
-        """The child stopped serving: every answer it was to write may or may not have been written."""
+        """The child stopped serving: every answer it was to write may or may not have been written. It is
+        ended (socket closed, killed; a child alive but declared gone would keep its copies of client
+        sockets open), and a reader waiting on its socket wakes with ClosedResourceError."""
+        child = self.fsyncer
+        if self._child_ended or child is None:
+            return
+        self._child_ended = True
         log.warning("fsync child process stopped serving (%s); fsyncing in worker threads from now on", e)
+        try:
+            trio.lowlevel.notify_closing(child.fileno())  # a task waiting on its socket wakes
+        except FsyncProcessGone:
+            pass
+        child.abandon()
         handed, self._handed = self._handed, deque()
         self._handed_bytes.clear()
         self._handed_unanswered = 0
@@ -397,8 +449,8 @@ class GroupCommit:
                 try:
                     await trio.lowlevel.wait_readable(child.fileno())
                     self._take_answers()
-                except FsyncProcessGone as e:
-                    self._child_stopped(e)
+                except (FsyncProcessGone, trio.ClosedResourceError) as e:
+                    self._child_stopped(e if isinstance(e, FsyncProcessGone) else FsyncProcessGone(str(e)))
                     self._reader = False
                     self._kick.set()
                     await self._sync_in_flight_in_thread()

@@ -19,7 +19,10 @@ Rules:
   R for a key it holds closes the old copy and keeps the new one; the key stays stuck if it was).
   ``D conn_key:>Q``: the child closes its copy and forgets the key, but only after the writes of every sync
   request taken before it or in the same batch (unknown key: ignored). A conn_key names one connection for
-  ever: never reuse one.
+  ever: never reuse one. ``register``/``drop`` send an R/D only while what the child has not taken yet
+  (SIOCOUTQ) is under ``CONTROL_SHARE`` of the send buffer, else they send nothing and return False (not an
+  error: the caller tries later): a flood of them never fills the room the sync requests need, whose
+  EAGAIN means the child is stuck.
   Child -> parent: ``A token:>Q errno:>i``, the durable answer; ``W token:>Q`` then zero or more
   ``conn_key:>Q written:>q``, the write report of the batch answered by the A with that token; a report
   longer than ``REPORT_BYTES`` is sent as ``w`` pieces (same layout) ended by one ``W``; the parent merges.
@@ -70,6 +73,7 @@ from __future__ import annotations
 
 import array
 import errno
+import fcntl
 import os
 import select
 import signal
@@ -77,6 +81,7 @@ import socket
 import struct
 import subprocess
 import sys
+import termios
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -90,6 +95,7 @@ MAX_MESSAGE = 64 * 1024
 MAX_WRITE_BYTES = 32 * 1024
 REPORT_BYTES = 32 * 1024
 REPORT_ENTRIES = (REPORT_BYTES - HEAD.size) // REPORTED.size
+CONTROL_SHARE = 0.25  # R and D messages are sent only while less than this share of the send buffer is queued
 SEND_BUFFER = 1 << 20  # the parent's SO_SNDBUF wish (clamped by net.core.wmem_max): room for pipelined requests
 _ANCILLARY = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
 _A, _W, _WPART, _S, _R, _D = (ord(c) for c in "AWwSRD")
@@ -112,6 +118,7 @@ class FsyncProcess:
         self._piece: dict[int, int] = {}  # the report being merged
         self._reports: list[tuple[int, dict[int, int]]] = []
         self._buf = bytearray(REPORT_BYTES + 1)  # a longer message shows as one byte too long
+        self._buffer: int | None = None  # the socket's send buffer, read once
         self.dead: str | None = "not started"
 
     @classmethod
@@ -181,23 +188,46 @@ class FsyncProcess:
             self._with_writes.append(self._token)
         return self._token
 
-    def register(self, conn_key: int, fd: int) -> None:
-        """Give the child its own copy of client socket ``fd`` (ours stays open), for writes to ``conn_key``."""
+    def register(self, conn_key: int, fd: int) -> bool:
+        """Give the child its own copy of client socket ``fd`` (ours stays open), for writes to ``conn_key``.
+        False, with nothing sent, when the requests waiting for the child fill ``CONTROL_SHARE`` of the
+        socket's buffer (an R or D never takes the room the sync requests need; try again later)."""
         sock = self._live()
         msg = _keyed(b"R", conn_key)
+        if not self._control_room(sock):
+            return False
         try:
             socket.send_fds(sock, [msg], [fd])
+        except BlockingIOError:
+            return False
         except OSError as e:
             raise self._fail(f"fsync register failed: {e}") from e
+        return True
 
-    def drop(self, conn_key: int) -> None:
-        """Let the child close its copy of ``conn_key``'s socket once the writes already submitted are done."""
+    def drop(self, conn_key: int) -> bool:
+        """Let the child close its copy of ``conn_key``'s socket once the writes already submitted are done.
+        False, with nothing sent, as for ``register``."""
         sock = self._live()
         msg = _keyed(b"D", conn_key)
+        if not self._control_room(sock):
+            return False
         try:
             sock.send(msg)
+        except BlockingIOError:
+            return False
         except OSError as e:
             raise self._fail(f"fsync drop failed: {e}") from e
+        return True
+
+    def _control_room(self, sock: socket.socket) -> bool:
+        """Whether the bytes the child has not taken yet (SIOCOUTQ) leave room for one more R or D."""
+        if self._buffer is None:
+            self._buffer = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        try:
+            queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        except OSError:
+            return True
+        return queued < self._buffer * CONTROL_SHARE
 
     def poll(self) -> list[tuple[int, int]]:
         """The answers that have arrived, oldest first: ``(token, errno)``, each covering every request up to
@@ -258,6 +288,21 @@ class FsyncProcess:
             self._reports.append((token, piece))
             self._piece = {}
             self._report_due = 0
+
+    def abandon(self) -> None:
+        """Stop using the child at once, without waiting: our end is closed (it exits at EOF, which closes its
+        copies of client sockets) and it is sent SIGKILL; ``close()`` reaps it. The caller tells its event
+        loop that the socket closes first."""
+        if self.dead is None:
+            self.dead = "abandoned"
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None and self._proc.returncode is None:
+            try:
+                self._proc.kill()
+            except OSError:
+                pass
 
     def close(self, timeout: float = 5.0) -> None:
         if self.dead is None:

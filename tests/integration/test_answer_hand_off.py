@@ -220,13 +220,16 @@ def test_a_child_killed_mid_stream_never_answers_twice_and_loses_no_acknowledged
         finally:
             again.close()
         assert srv.stop() == 0
+        srv = ServerProcess(tmp_path / "data", *FLAGS)  # a new log: "loaded" must come from this run
         srv.start().wait_loaded()
         sock = connect(srv)
         try:
             for n, (group, offset) in enumerate(sorted(acked.items())):
                 sock.sendall(fetch(n + 1, group))
                 (payload,) = answers(sock, 1)
-                parts = codec.decode_response(OFFSET_FETCH, 7, payload)[1]["topics"][0]["partitions"]
+                body = codec.decode_response(OFFSET_FETCH, 7, payload)[1]
+                assert body["error_code"] == 0, body
+                parts = body["topics"][0]["partitions"]
                 assert {p["partition_index"]: p["committed_offset"] for p in parts}[0] >= offset, group
         finally:
             sock.close()

@@ -10,6 +10,11 @@ a real socket pair as the client connection.
   never answered twice.
 - The child's report of a partial write: ``written(rest)`` gets exactly the bytes it did not write, per
   connection, across two answers.
+- A write report read in one go with a later errno answer still completes its answers as written (never
+  taken back and answered twice).
+- Answers that ``poll_answers`` took off the child's socket wake a round waiting for them.
+- A flood of drops while the child cannot read waits for room; the child stays in service.
+- A child given up on is killed and its end closed: it holds no client socket, later rounds use threads.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,9 +32,10 @@ import trio
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.storage.errors import LogOfflineError
 from coordinator.storage.fs import FileSystem
-from coordinator.storage.fsync_process import FsyncProcess
+from coordinator.storage.fsync_process import FsyncProcess, FsyncProcessGone
 from coordinator.storage.journal import Journal
 from coordinator.storage.log import PartitionLog
+from protocol.record_batch import build_kv_batch
 
 
 class Answer:
@@ -201,3 +208,104 @@ async def test_a_partial_write_hands_back_exactly_the_unwritten_bytes(tmp_path: 
         assert b.events == [("written", b"bbbb")]  # its first 2 bytes went out
         assert c.events == [("written", None)]
         assert not gc._handed
+
+
+def one_round(gc: GroupCommit) -> None:
+    """Append what is staged and send its fsync request, as run() does."""
+    gc._append_staged()
+    marks, gc._marks = gc._marks, []
+    assert gc._submit(marks)
+
+
+async def test_a_write_report_read_together_with_a_later_fsync_error_still_counts(tmp_path: Path) -> None:
+    """A(1, ok), W(1) and A(2, EINVAL) taken in one read: answer 1 was written by the child, so it is
+    completed as written, never taken back (which would answer it a second time here)."""
+    with handing(tmp_path) as (logs, child, gc), client() as (ours, theirs):
+        first = Answer(7, ours.fileno(), b"answer-one")
+        gc.stage(logs[0], [(b"k", b"v")], first)
+        one_round(gc)
+        await trio.sleep(0.3)  # the child: fdatasync, A(1), writes, W(1)
+        child.fail = True
+        second = Answer(7, ours.fileno(), b"answer-two")
+        gc.stage(logs[1], [(b"k", b"v")], second)
+        one_round(gc)
+        await trio.sleep(0.3)  # A(2, EINVAL) queued behind W(1)
+        gc._take_answers()  # one read: A(1), W(1), A(2)
+        assert first.events == ["offered", ("written", None), ("durable", None)]
+        assert second.events[:2] == ["offered", "taken back"] and isinstance(second.events[2][1], LogOfflineError)
+        assert recv_exactly(theirs, len(b"answer-one")) == b"answer-one"
+        theirs.setblocking(False)
+        try:
+            extra = theirs.recv(100)
+        except BlockingIOError:
+            extra = b""
+        assert extra == b""  # answer two was not written by the child
+
+
+async def test_answers_taken_by_poll_answers_wake_a_round_waiting_for_them(tmp_path: Path) -> None:
+    """A round that waits for the request in flight (a topic log is dirty too, so it is a flush_now) must
+    hear of an answer that ``poll_answers`` (a generic request) took off the child's socket."""
+    with handing(tmp_path) as (logs, child, gc):
+        topic = PartitionLog.open(str(tmp_path / "orders-0"), fs=FileSystem())
+        done: list[tuple[str, Exception | None]] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            assert child.pid is not None
+            os.kill(child.pid, signal.SIGSTOP)  # a slow fdatasync
+            gc.stage(logs[0], [(b"k", b"v")], lambda e: done.append(("commit", e)))
+            await until(lambda: bool(gc._in_flight), "the request")
+            info = gc.append(topic, [build_kv_batch([(b"t", b"v")], 1)])
+            gc.when_durable(topic, info.last_offset, lambda e: done.append(("produce", e)))
+            await trio.sleep(0.1)  # the next round is a flush_now waiting for the request in flight
+            os.kill(child.pid, signal.SIGCONT)
+            time.sleep(0.3)  # the event loop busy: the answer arrives meanwhile
+            gc.poll_answers()  # and a generic request takes it before the reader task runs
+            await until(lambda: ("produce", None) in done, "the produce's flush")
+            nursery.cancel_scope.cancel()
+        assert sorted(done) == [("commit", None), ("produce", None)]
+
+
+async def test_a_flood_of_drops_waits_for_room_instead_of_losing_the_child(tmp_path: Path) -> None:
+    """5,000 closed connections to drop while the child cannot read: the drops that find no room wait (the
+    child stays in service), all reach it once it runs again, and a later commit is made durable by it."""
+    with handing(tmp_path) as (logs, child, gc):
+        done: list[Exception | None] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            await until(lambda: gc._reader, "the reader")
+            assert child.pid is not None
+            os.kill(child.pid, signal.SIGSTOP)
+            gc._registered.update(range(1, 5001))
+            for key in range(1, 5001):
+                gc.forget(key)
+            assert child.dead is None and gc._pending_drops  # some wait for room
+            os.kill(child.pid, signal.SIGCONT)
+            await until(lambda: not gc._pending_drops, "every drop sent")
+            gc.stage(logs[0], [(b"k", b"v")], done.append)
+            await until(lambda: done == [None], "the commit")
+            nursery.cancel_scope.cancel()
+        assert child.dead is None and gc.rounds >= 1
+
+
+async def test_a_child_given_up_on_is_killed_so_it_holds_no_client_socket(tmp_path: Path) -> None:
+    """The child declared gone while alive (an answer it broke, a full socket): it is killed and its end
+    closed, so its copies of client sockets close (the client sees EOF when the server closes its own),
+    a reader waiting on its socket wakes, and later rounds fsync in a thread."""
+    with handing(tmp_path) as (logs, child, gc), client() as (ours, theirs):
+        answer = Answer(11, ours.fileno(), b"hello")
+        got: list[Exception | None] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gc.run)
+            gc.stage(logs[0], [(b"k", b"v")], answer)
+            await until(lambda: answer.events[-1:] == [("written", None)], "the first answer")
+            assert recv_exactly(theirs, 5) == b"hello"  # the child holds a copy of this socket now
+            gc._child_stopped(FsyncProcessGone("declared gone for the test"))
+            await until(lambda: not gc._reader, "the reader to notice")
+            gc.stage(logs[1], [(b"k", b"v")], got.append)
+            await until(lambda: got == [None], "a thread round")
+            nursery.cancel_scope.cancel()
+        assert child.pid is not None
+        os.waitpid(child.pid, 0)  # it was killed (close() reaps nothing more)
+        ours.close()
+        theirs.settimeout(5)
+        assert theirs.recv(10) == b""  # EOF: no copy of the socket is left open
