@@ -31,7 +31,7 @@ Rules:
 - A slot whose request needs no response (Produce with acks=0) completes with ``None`` and writes nothing.
 - When the connection ends, pending slots are dropped and the broker is told (``connection_closed``).
 - Hand-off: a slot may be handed to the fsync child, which writes its answer to this socket itself once its
-  write is durable (group_commit.py). Handed slots are always a prefix of the slot order, and a slot may be
+  write is durable (hand_off.py). Handed slots are always a prefix of the slot order, and a slot may be
   handed only when every slot ahead of it is handed and nothing of ours is waiting to be sent or being sent
   (``can_hand_off``): so the child's bytes go out exactly where the slot stands. Until the child reports
   the write, a handed slot is not done, so nothing behind it goes out. A connection the child could not

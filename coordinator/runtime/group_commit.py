@@ -38,27 +38,13 @@ Rules:
   round pipelines only while no other log is dirty and no waiter waits on a log the journal does not cover
   (a ``when_durable`` on a topic log: counted when it registers, recounted at release, never scanned per
   round); otherwise it is a ``flush_now``, which fsyncs those logs in threads.
-- Hand-off (``hand_off``, with the fsync child): a callback that offers its success answer (``HandOff``:
-  ``offer()`` returns the client connection's key, socket and answer frame, and marks the answer handed)
-  sends that frame with the round's fsync request; the child writes it to the client itself after its
-  fdatasync succeeded, taking the write off the event loop. The child answers durability ("A") BEFORE it
-  writes, so a later read here (``poll_answers``, before every generic request) sees every write a client
-  may already have seen acknowledged; its write report ("W") then completes the handed answers
-  (``written(rest)``: rest = the bytes it could not write, which this process sends). An answer is offered
-  only when the connection has nothing of its own pending ahead of it (connection.py ``can_hand_off``).
-  The child writes nothing once an fdatasync failed: a handed answer whose durability answer carries an
-  errno, or comes after one that did, is taken back (``take_back()``) and answered here with the error. A
-  handed answer the child may or may not have written (the child stopped serving; a write this process
-  saw fail although the child's fdatasync succeeded) ends its connection (``abandon()``): a response is
-  never sent twice. At most ``MAX_HANDED_BYTES`` of answers ride in unanswered requests (the child's socket
-  buffer is bounded); beyond that, and with ``hand_off`` off, answers are sent here as before. A connection
-  whose key was registered with the child is dropped there when it closes (``forget``); a register or drop
-  that finds the child's socket busy (fsync_process.py ``CONTROL_SHARE``) is no error: the answer is sent
-  here, the drop waits and run's drop sender tries again every few ms. Write reports read together with a
-  later errno answer are applied before it (the child wrote those). ``poll_answers`` wakes whoever waits
-  for answers, as the reader does. A child given up on (``_child_stopped``: it died, broke the protocol,
-  or its socket was full) is killed and its end closed at once, so it keeps no copy of a client socket,
-  and a task waiting on its socket wakes.
+- Hand-off (``hand_off``, with the fsync child; hand_off.py): success answers offered by the round's
+  callbacks ride with its fsync request and the child writes them to their clients after the fdatasync;
+  its durability answer comes first, so ``poll_answers`` (before every generic request) lets a read see
+  every write a client may have seen acknowledged, and wakes whoever waits for answers, as the reader
+  does. A child given up on (``_child_stopped``: it died, broke the protocol, or its socket was full) is
+  killed and its end closed at once, so it keeps no copy of a client socket and a task waiting on its
+  socket wakes; the answers it may or may not have written end their connections.
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
@@ -72,13 +58,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
 
 import trio
 
 from coordinator.metrics import Metrics
+from coordinator.runtime.hand_off import HandOffs, take_back
 from coordinator.storage.errors import LogOfflineError, StorageError
-from coordinator.storage.fsync_process import MAX_WRITE_BYTES, FsyncProcess, FsyncProcessGone
+from coordinator.storage.fsync_process import FsyncProcess, FsyncProcessGone
 from coordinator.storage.journal import Journal, SyncPlan
 from coordinator.storage.log import AppendInfo, PartitionLog
 from protocol.record_batch import build_kv_batch
@@ -91,28 +77,6 @@ KeyValue = tuple[bytes, bytes | None]
 FSYNC_THREADS = 8
 MAX_IN_FLIGHT = 64  # fsync requests to the child awaiting an answer (~1 KiB each of its 208 KiB socket buffer)
 CHECKPOINT_BYTES = 32 << 20
-MAX_HANDED_BYTES = 64 << 10  # answers riding in fsync requests the child has not answered yet
-
-
-class HandOff(Protocol):
-    """A durability callback whose success answer the fsync child may write to the client itself."""
-
-    def __call__(self, error: Exception | None) -> None: ...
-
-    def offer(self) -> tuple[int, int, bytes] | None:
-        """(connection key, socket fd, answer frame) if the answer may be handed now (it is then handed)."""
-
-    def written(self, rest: bytes | None) -> None:
-        """The child wrote the answer; ``rest`` is what it could not write (to send here), None if all."""
-
-    def take_back(self) -> None:
-        """The child will not write it: the callback answers as usual."""
-
-    def abandon(self) -> None:
-        """Whether the child wrote it is unknown: end the client's connection."""
-
-
-Handed = tuple[HandOff, int, bytes]  # (callback, connection key, frame)
 
 
 class GroupCommit:
@@ -146,16 +110,9 @@ class GroupCommit:
         self._in_flight: deque[tuple[int, SyncPlan, list[tuple[PartitionLog, int]], float]] = deque()
         self._reader = False  # run's reader task takes the child's answers (else whoever waits reads them)
         self._answered = trio.Event()  # set (and replaced) after each batch of answers the reader took
-        self.hand_off = hand_off and fsyncer is not None
-        self._fresh: list[Callback] = []  # callbacks appended since the last request to the child
-        self._handed: deque[tuple[int, list[Handed]]] = deque()  # by token: answers the child is to write
-        self._handed_bytes: deque[tuple[int, int]] = deque()  # by token: answer bytes not yet taken by the child
-        self._handed_unanswered = 0  # their sum
-        self._registered: set[int] = set()  # connection keys whose socket the child holds
-        self._child_failed = False  # an fdatasync of the child failed: it writes nothing any more
         self._child_ended = False  # _child_stopped ran
-        self._pending_drops: deque[int] = deque()  # closed connections' keys the child still holds
-        self._drops_waiting = trio.Event()  # set when a drop found no room (run's drop sender retries)
+        # answers the child writes itself (hand_off.py); None: this process writes every answer
+        self._hand = HandOffs(fsyncer, metrics, self._child_stopped) if hand_off and fsyncer is not None else None
 
     def append(self, plog: PartitionLog, batches: Sequence[bytes]) -> AppendInfo:
         info = plog.append(batches)
@@ -188,7 +145,8 @@ class GroupCommit:
             if self._child_serving():
                 self._reader = True  # from now: a round that waits must not wait on the child's socket itself
                 nursery.start_soon(self._read_answers)
-                nursery.start_soon(self._send_drops)
+                if self._hand is not None:
+                    nursery.start_soon(self._hand.send_drops)
             while True:
                 await self._kick.wait()
                 self._kick = trio.Event()
@@ -222,82 +180,43 @@ class GroupCommit:
         child cannot take it (the marks are then back in ``_marks``)."""
         journal, child = self.journal, self.fsyncer
         assert journal is not None and child is not None
-        handed = self._offer_answers(child)
+        hand = self._hand
+        handed = hand.offer_all() if hand is not None else []
         writes = [(key, frame) for _, key, frame in handed]
         tokens: list[int] = []
         try:
             plan = journal.begin_sync(lambda fds, key: tokens.append(
                 child.submit(fds, key, writes) if writes else child.submit(fds, key)))
         except StorageError as e:  # the journal is offline: nothing of this round can become durable
-            _take_back(handed)
+            take_back(handed)
             self._settle(marks, e)
             return True
         except FsyncProcessGone as e:
-            _take_back(handed)
+            take_back(handed)
             self._child_stopped(e)
             self._marks[:0] = marks
             return False
         if not tokens:  # nothing unsynced: a thread round already covered these bytes
-            _take_back(handed)
+            take_back(handed)
             self._settle(marks, None)
         else:
-            token = tokens[0]
-            self._in_flight.append((token, plan, marks, time.perf_counter()))
-            if handed:
-                size = sum(len(frame) for _, frame in writes)
-                self._handed.append((token, handed))
-                self._handed_bytes.append((token, size))
-                self._handed_unanswered += size
+            self._in_flight.append((tokens[0], plan, marks, time.perf_counter()))
+            if hand is not None:
+                hand.sent(tokens[0], handed)
         return True
-
-    def _offer_answers(self, child: FsyncProcess) -> list[Handed]:
-        """The answers of the callbacks appended since the last request that can be handed to the child now
-        (registering their connections with it first); they are handed once this returns."""
-        fresh, self._fresh = self._fresh, []
-        if self._child_failed or not fresh:
-            return []
-        room = min(MAX_WRITE_BYTES, MAX_HANDED_BYTES - self._handed_unanswered)
-        handed: list[Handed] = []
-        registered = self._registered
-        for cb in fresh:
-            offer = getattr(cb, "offer", None)
-            if offer is None or (got := offer()) is None:
-                continue
-            key, fd, frame = got
-            if len(frame) > room:
-                cb.take_back()  # type: ignore[attr-defined]
-                continue
-            if key not in registered:
-                try:
-                    sent = child.register(key, fd)
-                except FsyncProcessGone:  # the submit meets it too
-                    sent = False
-                if not sent:  # the child's socket is busy (or gone): this one is answered here
-                    cb.take_back()  # type: ignore[attr-defined]
-                    continue
-                registered.add(key)
-            room -= len(frame)
-            handed.append((cb, key, frame))  # type: ignore[arg-type]
-        return handed
 
     def _take_answers(self) -> None:
         """Apply the child's answers that have arrived (raises FsyncProcessGone if it stopped serving)."""
-        child, journal = self.fsyncer, self.journal
+        child, journal, hand = self.fsyncer, self.journal, self._hand
         assert child is not None and journal is not None
         answers = child.poll()
-        if not answers:
-            for token, partial in child.take_written():  # a write report comes after its durability answer
-                self._written(token, partial)
-            return
         now = time.perf_counter()
         done: list[tuple[PartitionLog, int]] = []
         failures: dict[PartitionLog, Exception] = {}
         for token, errno in answers:  # one answer, one fdatasync: a round, timed from its oldest request
             error = OSError(errno, os.strerror(errno)) if errno else None
-            if errno or self._child_failed:  # reports read with it came before it: the child wrote those
-                for reported, partial in child.take_written():
-                    self._written(reported, partial)
-            self._answered_handed(token, errno)
+            if hand is not None:
+                hand.answered(token, errno, child.take_written)
             if self._in_flight and self._in_flight[0][0] <= token:
                 self.rounds += 1
                 if self.metrics is not None:
@@ -310,48 +229,17 @@ class GroupCommit:
                     failures.update((plog, e) for plog, _ in marks)
                 else:
                     done.extend(marks)
-        for plog, next_offset in done:
-            plog.note_durable(next_offset)
-        self._release(failures)
-        for token, partial in child.take_written():
-            self._written(token, partial)
+        if answers:
+            for plog, next_offset in done:
+                plog.note_durable(next_offset)
+            self._release(failures)
+        if hand is not None:  # a write report comes after its durability answer
+            for token, partial in child.take_written():
+                hand.written(token, partial)
+            if hand.pending_drops:
+                hand.drop_now()
         if self._marks:  # held back at MAX_IN_FLIGHT: there is room now
             self._kick.set()
-        if self._pending_drops:
-            self._drops_waiting.set()
-
-    def _answered_handed(self, token: int, errno: int) -> None:
-        """A durability answer up to ``token``: the child has taken those answers' bytes; if its fdatasync
-        failed (now or before), it writes none of them, and they are taken back (answered here)."""
-        sizes = self._handed_bytes
-        while sizes and sizes[0][0] <= token:
-            self._handed_unanswered -= sizes.popleft()[1]
-        if errno:
-            self._child_failed = True
-        if self._child_failed:
-            handed = self._handed
-            while handed and handed[0][0] <= token:
-                _take_back(handed.popleft()[1])
-
-    def _written(self, token: int, partial: dict[int, int]) -> None:
-        """The child's write report up to ``token``: ``partial`` maps a connection key whose bytes were not
-        all written to how many were (in order over its answers); the rest of those is sent here."""
-        handed = self._handed
-        left = dict(partial)
-        count = 0
-        while handed and handed[0][0] <= token:
-            for cb, key, frame in handed.popleft()[1]:
-                n = left.get(key)
-                if n is None or n >= len(frame):
-                    if n is not None:
-                        left[key] = n - len(frame)
-                    count += 1
-                    cb.written(None)
-                else:
-                    left[key] = 0
-                    cb.written(frame[n:])
-        if count and self.metrics is not None:
-            self.metrics.handed_answers.inc(count)
 
     def poll_answers(self) -> None:
         """Take the child's durability answers that have arrived, now: called before a request that reads
@@ -367,35 +255,8 @@ class GroupCommit:
 
     def forget(self, key: int) -> None:
         """A client connection closed: the child drops its copy of the socket (after its pending writes)."""
-        if key in self._registered:
-            self._registered.discard(key)
-            self._pending_drops.append(key)
-            self._drop_now()
-
-    def _drop_now(self) -> None:
-        """Send the drops waiting, as far as the child's socket has room for them now."""
-        child = self.fsyncer
-        drops = self._pending_drops
-        if child is None or child.dead is not None:
-            drops.clear()
-            return
-        try:
-            while drops and child.drop(drops[0]):
-                drops.popleft()
-        except FsyncProcessGone as e:
-            self._child_stopped(e)
-        if drops:
-            self._drops_waiting.set()
-
-    async def _send_drops(self) -> None:
-        """run's drop sender: drops that found no room are tried again every few ms until all are sent (a
-        closed connection's socket stays open in the child until then: its client waits for EOF)."""
-        while True:
-            await self._drops_waiting.wait()
-            self._drops_waiting = trio.Event()
-            while self._pending_drops:
-                await trio.sleep(0.005)
-                self._drop_now()
+        if self._hand is not None:
+            self._hand.forget(key)
 
     def _child_stopped(self, e: FsyncProcessGone) -> None:
         """The child stopped serving: every answer it was to write may or may not have been written. It is
@@ -411,13 +272,8 @@ class GroupCommit:
         except FsyncProcessGone:
             pass
         child.abandon()
-        handed, self._handed = self._handed, deque()
-        self._handed_bytes.clear()
-        self._handed_unanswered = 0
-        self._registered.clear()
-        for _, entries in handed:
-            for cb, _, _ in entries:
-                cb.abandon()
+        if self._hand is not None:
+            self._hand.child_gone()
 
     def _settle(self, marks: list[tuple[PartitionLog, int]], failure: Exception | None) -> None:
         """Marks whose fsync ended without the child (nothing to sync, or the journal is offline)."""
@@ -522,7 +378,7 @@ class GroupCommit:
                     _fail(callbacks, e)
                 return
         waiters = self._waiters
-        fresh = self._fresh if self.hand_off else None
+        fresh = self._hand.fresh if self._hand is not None else None
         for plog, info, callbacks in written:
             if fresh is not None:
                 fresh.extend(callbacks)
@@ -588,7 +444,8 @@ class GroupCommit:
                 await self._await_in_flight()
                 return
             marks, self._marks = self._marks, []
-        self._fresh = []  # fsynced here: this process answers them
+        if self._hand is not None:
+            self._hand.fresh.clear()  # fsynced here: this process answers them
         t0 = time.perf_counter()
         try:
             if len(dirty) > 1 and self._pool is None:
@@ -639,11 +496,6 @@ def _flush_logs(logs: list[PartitionLog]) -> int:
 
 def _flush_chunk(logs: list[PartitionLog]) -> dict[PartitionLog, int | Exception]:
     return {plog: _flush(plog) for plog in logs}
-
-
-def _take_back(handed: list[Handed]) -> None:
-    for cb, _, _ in handed:
-        cb.take_back()
 
 
 def _fail(callbacks: list[Callback], e: Exception) -> None:

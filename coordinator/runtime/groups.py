@@ -160,7 +160,7 @@ class RateLimitedLog:
 
 class _CommitSettled:
     """The group-commit callback of one ``_commit_one``: settle the core's pending commit, then answer. Its
-    success answer may be handed to the fsync child (group_commit.py ``HandOff``): the child then writes it,
+    success answer may be handed to the fsync child (hand_off.py ``HandOff``): the child then writes it,
     and ``written`` completes the slot with nothing (or what the child could not write) left to send."""
 
     __slots__ = ("handed", "index", "pending", "service", "slot", "topic")

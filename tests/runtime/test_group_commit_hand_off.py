@@ -202,12 +202,12 @@ async def test_a_partial_write_hands_back_exactly_the_unwritten_bytes(tmp_path: 
         c = Answer(4, 0, b"cc")
         for n, answer in enumerate((a, b, c)):
             answer.handed = True
-            gc._handed.append((n + 1, [(answer, answer.key, answer.frame)]))
-        gc._written(3, {9: 6})  # key 9: 6 of its 10 bytes written; key 4: all
+            gc._hand.handed.append((n + 1, [(answer, answer.key, answer.frame)]))
+        gc._hand.written(3, {9: 6})  # key 9: 6 of its 10 bytes written; key 4: all
         assert a.events == [("written", None)]
         assert b.events == [("written", b"bbbb")]  # its first 2 bytes went out
         assert c.events == [("written", None)]
-        assert not gc._handed
+        assert not gc._hand.handed
 
 
 def one_round(gc: GroupCommit) -> None:
@@ -275,12 +275,12 @@ async def test_a_flood_of_drops_waits_for_room_instead_of_losing_the_child(tmp_p
             await until(lambda: gc._reader, "the reader")
             assert child.pid is not None
             os.kill(child.pid, signal.SIGSTOP)
-            gc._registered.update(range(1, 5001))
+            gc._hand.registered.update(range(1, 5001))
             for key in range(1, 5001):
                 gc.forget(key)
-            assert child.dead is None and gc._pending_drops  # some wait for room
+            assert child.dead is None and gc._hand.pending_drops  # some wait for room
             os.kill(child.pid, signal.SIGCONT)
-            await until(lambda: not gc._pending_drops, "every drop sent")
+            await until(lambda: not gc._hand.pending_drops, "every drop sent")
             gc.stage(logs[0], [(b"k", b"v")], done.append)
             await until(lambda: done == [None], "the commit")
             nursery.cancel_scope.cancel()
