@@ -329,8 +329,8 @@ class GroupCommit:
             try:
                 await trio.lowlevel.wait_readable(child.fileno())
                 self._take_answers()
-            except FsyncProcessGone as e:
-                self._child_stopped(e)
+            except (FsyncProcessGone, trio.ClosedResourceError) as e:  # closed: another task gave it up
+                self._child_stopped(e if isinstance(e, FsyncProcessGone) else FsyncProcessGone(str(e)))
                 await self._sync_in_flight_in_thread()
 
     async def _sync_in_flight_in_thread(self) -> None:

@@ -163,13 +163,15 @@ class _CommitSettled:
     success answer may be handed to the fsync child (hand_off.py ``HandOff``): the child then writes it,
     and ``written`` completes the slot with nothing (or what the child could not write) left to send."""
 
-    __slots__ = ("handed", "index", "pending", "service", "slot", "topic")
+    __slots__ = ("durable", "handed", "index", "pending", "service", "slot", "topic")
 
     def __init__(self, service: GroupService, slot: Slot, pending: PendingCommit, topic: str, index: int) -> None:
         self.service, self.slot, self.pending, self.topic, self.index = service, slot, pending, topic, index
         self.handed = False
+        self.durable = False  # called back with success (while handed, the answer was left to the child)
 
     def __call__(self, err: Exception | None) -> None:
+        self.durable = err is None
         service = self.service
         service.core.commit_settled(self.pending, durable=err is None)
         if err is None:
@@ -210,7 +212,10 @@ class _CommitSettled:
             self.slot.complete_frame(rest)
 
     def take_back(self) -> None:
-        self._unhand()
+        # already durable (e.g. a checkpoint fsynced its log before the child failed): the answer is owed here
+        if self._unhand() and self.durable:
+            slot = self.slot
+            slot.complete_frame(offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, 0))
 
     def abandon(self) -> None:
         if self._unhand():

@@ -51,7 +51,8 @@ class HandOff(Protocol):
         """The child wrote the answer; ``rest`` is what it could not write (to send here), None if all."""
 
     def take_back(self) -> None:
-        """The child will not write it: the callback answers as usual."""
+        """The child will not write it: the callback answers as usual (itself, now, if it was already called
+        back durable: a checkpoint may have made its write durable before the child's answer)."""
 
     def abandon(self) -> None:
         """Whether the child wrote it is unknown: end the client's connection."""
@@ -101,7 +102,8 @@ class HandOffs:
             return True
         try:
             sent = self.child.register(key, fd)
-        except FsyncProcessGone:  # the request meets it too
+        except FsyncProcessGone as e:
+            self._on_child_gone(e)
             return False
         if sent:
             self.registered.add(key)

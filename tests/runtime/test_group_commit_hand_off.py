@@ -15,6 +15,7 @@ a real socket pair as the client connection.
 - Answers that ``poll_answers`` took off the child's socket wake a round waiting for them.
 - A flood of drops while the child cannot read waits for room; the child stays in service.
 - A child given up on is killed and its end closed: it holds no client socket, later rounds use threads.
+- A handed answer already released as durable (a checkpoint) and then taken back is answered here.
 """
 
 from __future__ import annotations
@@ -303,3 +304,45 @@ async def test_a_child_given_up_on_is_killed_so_it_holds_no_client_socket(tmp_pa
         ours.close()
         theirs.settimeout(5)
         assert theirs.recv(10) == b""  # EOF: no copy of the socket is left open
+
+
+async def test_a_handed_answer_already_durable_is_answered_when_taken_back(tmp_path: Path) -> None:
+    """A checkpoint fsynced the log's own files, so the write was released (durable) while its answer was
+    still handed; then the child's fdatasync failed and the answer is taken back: the server must answer it
+    (success: it is durable), or the connection would wait behind it for ever. Real _CommitSettled."""
+    from types import SimpleNamespace as NS
+
+    from coordinator.runtime.groups import _CommitSettled
+
+    class Conn:
+        key, fd, handed, hand_off_ok = 7, 5, 0, True
+
+        def can_hand_off(self, slot) -> bool:  # type: ignore[no-untyped-def]
+            return True
+
+    class Slot:
+        def __init__(self) -> None:
+            self.conn, self.done, self.frame, self.version, self.correlation_id = Conn(), False, None, 8, 1
+
+        def complete_frame(self, frame: bytes | None) -> None:
+            if not self.done:
+                self.done, self.frame = True, frame
+
+    with handing(tmp_path) as (logs, child, gc):
+        service = NS(core=NS(commit_settled=lambda pending, durable: None),
+                     broker=NS(metrics=NS(offset_commits=NS(inc=lambda: None))),
+                     write_failures=NS(error=lambda *a: None))
+        slot = Slot()
+        cb = _CommitSettled(service, slot, NS(group_id="g"), "t", 0)  # type: ignore[arg-type]
+        gc.stage(logs[0], [(b"k", b"v")], cb)
+        child.fail = True  # its fdatasync will fail
+        with trio.fail_after(10):
+            one_round(gc)
+            assert cb.handed and not slot.done
+            logs[0].note_durable(logs[0].log_end_offset)  # as a checkpoint's fsync of the log does
+            gc._release({})
+            assert not slot.done  # released, but the answer is the child's
+            while not slot.done:
+                await trio.lowlevel.wait_readable(child.fileno())
+                gc._take_answers()  # A(1, EINVAL): taken back
+        assert not cb.handed and slot.frame is not None  # answered here, with success
