@@ -187,9 +187,21 @@ def bench_commits(a: argparse.Namespace, work: str) -> dict[str, Any]:
     finally:
         if floor is not None:
             floor.stop()
+    if floor is not None:
+        out["floor_rounds"] = floor_rounds(floor)
     if prof:
         print_profile(prof, "offset commits", a.profile_top)
     return out
+
+
+def floor_rounds(floor: Daemon) -> dict[str, Any] | None:
+    """The durable floor's fsync rounds, from the line it prints when it stops (None: no such line)."""
+    try:  # the output thread may still be reading the stopped process's last lines
+        line = floor.wait_for("floor fsync rounds:", 2.0)
+    except RuntimeError:
+        return None
+    n, over5, over10, slowest = line.split(":", 1)[1].split()
+    return {"rounds": int(n), "over_5ms": int(over5), "over_10ms": int(over10), "slowest_ms": float(slowest)}
 
 
 def fetch_offsets(port: int, group_index: int) -> list[int]:
@@ -317,6 +329,11 @@ def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
             rows.append(_row("  its fsync rounds: > 5 ms / > 10 ms / slowest",
                              f"{rounds['over_5ms']} / {rounds['over_10ms']} / <= {rounds['slowest_le_ms']:g} ms",
                              f"of {rounds['rounds']:,} rounds", None, None))
+        fr = c.get("floor_rounds")
+        if fr:
+            rows.append(_row("  the floor's fsync rounds: > 5 ms / > 10 ms / slowest",
+                             f"{fr['over_5ms']} / {fr['over_10ms']} / {fr['slowest_ms']:.1f} ms",
+                             f"of {fr['rounds']:,} rounds", None, None))
         if "latency_low" in c:
             low = c["latency_low"]
             rows.append(_row(f"  diagnostic: p50 / p99 at {a.rate_low:,.0f}/s offered",

@@ -18,6 +18,8 @@ Rules:
   connection, answers written by the server) pays for a durable acknowledgement on this machine's disk: no
   decoding, no records, no index, no journal entries, one file. Ours is not in that shape any more: it
   reads through one poller and its fsync child writes the commit answers, so ours can beat this floor.
+- Durable mode counts its fsync rounds as our server's flush histogram does (an answer, timed from its
+  oldest request) and prints ``floor fsync rounds: N OVER_5MS OVER_10MS SLOWEST_MS`` when it stops.
 - Started as ``python -m tests.bench.bench_coordinator_echo serve [--durable DIR]``; prints ``echo listening
   on PORT`` once bound on 127.0.0.1 (port 0 = a free one) and runs until SIGTERM/SIGINT. Without ``serve``
   it does nothing (``make bench`` runs every ``bench_*.py`` module; this one is only a helper).
@@ -29,6 +31,7 @@ import os
 import signal
 import struct
 import sys
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -78,8 +81,11 @@ class Durable:
         self.waiting: list[tuple[DurableConnection, list[bytes]]] = []  # answers released by the next fsync
         self.kick = trio.Event()
         self.child = FsyncProcess.start()
-        # (token, answers) sent to the child, oldest first; at most MAX_IN_FLIGHT unanswered
-        self.in_flight: deque[tuple[int, list[tuple[DurableConnection, list[bytes]]]]] = deque()
+        # (token, answers, sent at) sent to the child, oldest first; at most MAX_IN_FLIGHT unanswered
+        self.in_flight: deque[tuple[int, list[tuple[DurableConnection, list[bytes]]], float]] = deque()
+        # fsync rounds as our server's flush histogram counts them (an answer, timed from its oldest request):
+        # how many, how many over 5 and 10 ms, the slowest (ms); printed at exit
+        self.rounds = [0, 0, 0, 0.0]
 
     async def run(self) -> None:
         try:
@@ -93,16 +99,23 @@ class Durable:
                     frames, self.frames = self.frames, []
                     waiting, self.waiting = self.waiting, []
                     os.write(self.fd, b"".join(frames))
-                    self.in_flight.append((self.child.submit([self.fd], key="frames"), waiting))
+                    self.in_flight.append((self.child.submit([self.fd], key="frames"), waiting, time.perf_counter()))
         finally:
+            n, over5, over10, slowest = self.rounds
+            print(f"floor fsync rounds: {n} {over5} {over10} {slowest:.2f}", flush=True)
             self.child.close()
 
     async def read_answers(self) -> None:
         while True:
             await trio.lowlevel.wait_readable(self.child.fileno())
+            now = time.perf_counter()
             for token, err in self.child.poll():
                 if err:
                     raise OSError(err, os.strerror(err))
+                if self.in_flight and self.in_flight[0][0] <= token:
+                    took = (now - self.in_flight[0][2]) * 1000
+                    r = self.rounds
+                    r[0], r[1], r[2], r[3] = r[0] + 1, r[1] + (took > 5), r[2] + (took > 10), max(r[3], took)
                 while self.in_flight and self.in_flight[0][0] <= token:
                     for conn, answers in self.in_flight.popleft()[1]:
                         conn.answer(b"".join(answers))
