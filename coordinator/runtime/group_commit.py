@@ -258,7 +258,7 @@ class GroupCommit:
         if self._hand is not None:
             self._hand.forget(key)
 
-    def _child_stopped(self, e: FsyncProcessGone) -> None:
+    def _child_stopped(self, e: Exception) -> None:
         """The child stopped serving: every answer it was to write may or may not have been written. It is
         ended (socket closed, killed; a child alive but declared gone would keep its copies of client
         sockets open), and a reader waiting on its socket wakes with ClosedResourceError."""
@@ -306,7 +306,7 @@ class GroupCommit:
                     await trio.lowlevel.wait_readable(child.fileno())
                     self._take_answers()
                 except (FsyncProcessGone, trio.ClosedResourceError) as e:
-                    self._child_stopped(e if isinstance(e, FsyncProcessGone) else FsyncProcessGone(str(e)))
+                    self._child_stopped(e)
                     self._reader = False
                     self._kick.set()
                     await self._sync_in_flight_in_thread()
@@ -330,7 +330,7 @@ class GroupCommit:
                 await trio.lowlevel.wait_readable(child.fileno())
                 self._take_answers()
             except (FsyncProcessGone, trio.ClosedResourceError) as e:  # closed: another task gave it up
-                self._child_stopped(e if isinstance(e, FsyncProcessGone) else FsyncProcessGone(str(e)))
+                self._child_stopped(e)
                 await self._sync_in_flight_in_thread()
 
     async def _sync_in_flight_in_thread(self) -> None:

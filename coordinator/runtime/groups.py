@@ -184,8 +184,11 @@ class _CommitSettled:
             if err is not None:
                 self.abandon()
             return
+        self.slot.complete_frame(self._answer(error))
+
+    def _answer(self, error: int) -> bytes:
         slot = self.slot
-        slot.complete_frame(offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, error))
+        return offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, error)
 
     def offer(self) -> tuple[int, int, bytes] | None:
         slot = self.slot
@@ -196,7 +199,7 @@ class _CommitSettled:
         assert fd is not None  # can_hand_off holds only for a socket
         self.handed = True
         conn.handed += 1
-        return conn.key, fd, offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, 0)
+        return conn.key, fd, self._answer(0)
 
     def _unhand(self) -> bool:
         if not self.handed:
@@ -214,8 +217,7 @@ class _CommitSettled:
     def take_back(self) -> None:
         # already durable (e.g. a checkpoint fsynced its log before the child failed): the answer is owed here
         if self._unhand() and self.durable:
-            slot = self.slot
-            slot.complete_frame(offset_commit_answer(slot.version, slot.correlation_id, self.topic, self.index, 0))
+            self.slot.complete_frame(self._answer(0))
 
     def abandon(self) -> None:
         if self._unhand():

@@ -64,7 +64,7 @@ Reports = list[tuple[int, dict[int, int]]]
 
 class HandOffs:
     def __init__(self, child: FsyncProcess, metrics: Metrics | None,
-                 on_child_gone: Callable[[FsyncProcessGone], None]) -> None:
+                 on_child_gone: Callable[[Exception], None]) -> None:
         self.child = child
         self.metrics = metrics
         self._on_child_gone = on_child_gone

@@ -22,7 +22,6 @@ Rules:
 
 from __future__ import annotations
 
-import logging
 import select
 from typing import TYPE_CHECKING
 
@@ -30,8 +29,6 @@ import trio
 
 if TYPE_CHECKING:
     from coordinator.runtime.connection import Connection
-
-log = logging.getLogger("groupcoord.poller")
 
 MAX_EVENTS = 1024
 _CURRENT: trio.lowlevel.RunVar[Poller] = trio.lowlevel.RunVar("poller")

@@ -55,6 +55,12 @@ def others(corr: int, api: int) -> bytes:
         "group_id": "no-such-group", "generation_id": 1, "member_id": "m", "group_instance_id": None})
 
 
+def commit_answer(payload: bytes) -> tuple[int, int]:
+    """(correlation id, error code of its one partition) of an OffsetCommit v8 answer."""
+    corr, body = codec.decode_response(OFFSET_COMMIT, 8, payload)
+    return corr, body["topics"][0]["partitions"][0]["error_code"]
+
+
 def metric(srv: ServerProcess, name: str) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10) as r:
         text = r.read().decode()
@@ -119,8 +125,7 @@ def test_child_written_answers_keep_request_order_and_bytes(servers) -> None:
     before = metric(on, HANDED)
     got_on, got_off = pipelined(on, 20), pipelined(off, 20)
     assert got_on == got_off  # byte-identical answers, whoever wrote them
-    commits = [codec.decode_response(OFFSET_COMMIT, 8, p)[1] for i, p in enumerate(got_on) if i % 4 in (0, 2)]
-    assert all(c["topics"][0]["partitions"][0]["error_code"] == 0 for c in commits)
+    assert all(commit_answer(p)[1] == 0 for i, p in enumerate(got_on) if i % 4 in (0, 2))
     assert metric(on, HANDED) > before  # the child wrote some of them on the first daemon
     assert metric(off, HANDED) == 0
 
@@ -133,8 +138,7 @@ def test_a_fetch_right_after_a_child_written_answer_sees_the_commit(servers) -> 
         for i in range(150):
             sock.sendall(commit(2 * i + 1, "ryw-group", 0, 1000 + i))
             (payload,) = answers(sock, 1)
-            corr, body = codec.decode_response(OFFSET_COMMIT, 8, payload)
-            assert corr == 2 * i + 1 and body["topics"][0]["partitions"][0]["error_code"] == 0
+            assert commit_answer(payload) == (2 * i + 1, 0)
             sock.sendall(fetch(2 * i + 2, "ryw-group"))
             (payload,) = answers(sock, 1)
             corr, body = codec.decode_response(OFFSET_FETCH, 7, payload)
@@ -166,7 +170,7 @@ def test_a_connection_the_server_closes_reaches_eof_after_the_child_wrote_to_it(
     try:
         again.sendall(commit(1, "close-group", 0, 99))
         (payload,) = answers(again, 1)
-        assert codec.decode_response(OFFSET_COMMIT, 8, payload)[1]["topics"][0]["partitions"][0]["error_code"] == 0
+        assert commit_answer(payload)[1] == 0
     finally:
         again.close()
 
@@ -203,8 +207,8 @@ def test_a_child_killed_mid_stream_never_answers_twice_and_loses_no_acknowledged
                 payload = read_frame(sock)
                 if payload is None:  # closed: the rest is unknown to this client
                     break
-                corr, body = codec.decode_response(OFFSET_COMMIT, 8, payload)
-                assert body["topics"][0]["partitions"][0]["error_code"] == 0
+                corr, error = commit_answer(payload)
+                assert error == 0
                 corrs.append(corr)
             assert corrs == list(range(1, len(corrs) + 1))  # in order, each once
             if corrs:
@@ -215,8 +219,7 @@ def test_a_child_killed_mid_stream_never_answers_twice_and_loses_no_acknowledged
         try:
             again.sendall(commit(1, "after-kill", 0, 7))
             (payload,) = answers(again, 1)
-            assert codec.decode_response(OFFSET_COMMIT, 8, payload)[1]["topics"][0]["partitions"][0][
-                "error_code"] == 0
+            assert commit_answer(payload)[1] == 0
         finally:
             again.close()
         assert srv.stop() == 0
