@@ -18,7 +18,9 @@ stderr and one line ``RESULT <json>`` on stdout. Scenarios:
   ``--disk-probe DIR``, the disk alone is timed just before and just after the latency runs (both servers
   idle): ``DISK_PROBE_S`` seconds each of a 1-KiB append + fdatasync every ms to a file in DIR, the cost the
   servers' fsync child pays per round; its pooled p50/p99 tell a slow disk from a slow server. The share of
-  the machine the host stole (``/proc/stat`` steal) is summed over ours' runs and over the floor's.
+  the machine the host stole (``/proc/stat`` steal) is summed over ours' runs and over the floor's. With
+  ``--neighbour DUTY`` (a diagnostic), a busy neighbour spins DUTY of every core during the latency runs
+  (``busy_neighbour``; the disk probes run without it).
 Without a scenario it only says that it is a helper (``make bench`` runs every bench_*.py module).
 """
 
@@ -54,6 +56,7 @@ from tests.bench.bench_coordinator_members import (
     make_members,
     time_rebalance,
 )
+from tests.bench.busy_neighbour import start_neighbours, stop_neighbours
 
 HEARTBEAT_ERR_FROM_END = 3  # Heartbeat v4 response: ... error_code int16, empty tagged fields (1 byte)
 COMMIT_ERR_FROM_END = 5  # OffsetCommit v8, one topic/partition: error_code, 3 empty tagged-field sections
@@ -214,6 +217,33 @@ def disk_probe(directory: str, seconds: float, keep: list[float]) -> None:
         os.unlink(path)
 
 
+def latency_runs(args: argparse.Namespace, rounds_n: int, servers: Any, pooled: dict[str, Any],
+                 runs: dict[str, list[dict[str, Any]]], cpu_probes: dict[str, Any], cpu_used: dict[str, list[float]],
+                 stolen: dict[str, list[int]]) -> None:
+    """``rounds_n`` open-loop latency runs of each server in turn (O F O F ..): latencies into ``pooled``,
+    each run's summary into ``runs``, CPU and stolen ticks summed per server."""
+    for _ in range(rounds_n):
+        for name, ss, mm in servers:
+            if not ss:
+                continue
+            keep, keep_sched = pooled[name]
+            probe = cpu_probes.get(name)
+            start = (probe[0](), probe[1](), time.perf_counter()) if probe else None
+            ticks = machine_ticks()
+            o = open_loop(ss, mm, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
+                          err_from_end=COMMIT_ERR_FROM_END, keep=keep, keep_sched=keep_sched)
+            stolen[name] = [a + b - c for a, b, c in zip(stolen[name], machine_ticks(), ticks)]
+            if probe and start:
+                end = (probe[0](), probe[1](), time.perf_counter())
+                for i in range(3):
+                    cpu_used[name][i] += end[i] - start[i]
+            say(f"{name}: commits at {args.rate:,.0f}/s offered: achieved {o.achieved_per_s:,.0f}/s, "
+                f"p50 {o.p50_ms:.2f} ms, p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, "
+                f"errors {o.errors}")
+            runs[name].append(asdict(o))
+            time.sleep(0.3)
+
+
 def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     socks = connect_all(args.port, args.connections)
@@ -237,26 +267,14 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     disk: list[float] = []
     if args.disk_probe:
         disk_probe(args.disk_probe, DISK_PROBE_S, disk)
-    for _ in range(args.rounds if floor_socks else 1):
-        for name, ss, mm in (("ours", socks, makers), ("floor", floor_socks, floor_makers)):
-            if not ss:
-                continue
-            keep, keep_sched = pooled[name]
-            probe = cpu_probes.get(name)
-            start = (probe[0](), probe[1](), time.perf_counter()) if probe else None
-            ticks = machine_ticks()
-            o = open_loop(ss, mm, rate=args.rate, warmup_s=args.warmup, measure_s=args.measure,
-                          err_from_end=COMMIT_ERR_FROM_END, keep=keep, keep_sched=keep_sched)
-            stolen[name] = [a + b - c for a, b, c in zip(stolen[name], machine_ticks(), ticks)]
-            if probe and start:
-                end = (probe[0](), probe[1](), time.perf_counter())
-                for i in range(3):
-                    cpu_used[name][i] += end[i] - start[i]
-            say(f"{name}: commits at {args.rate:,.0f}/s offered: achieved {o.achieved_per_s:,.0f}/s, "
-                f"p50 {o.p50_ms:.2f} ms, p99 {o.p99_ms:.2f} ms, p99.9 {o.p999_ms:.2f} ms, max {o.max_ms:.2f} ms, "
-                f"errors {o.errors}")
-            runs[name].append(asdict(o))
-            time.sleep(0.3)
+    rounds_n = args.rounds if floor_socks else 1
+    neighbours = start_neighbours(args.neighbour, rounds_n * 2 * (args.warmup + args.measure + 2) + 30) \
+        if args.neighbour else []
+    try:
+        latency_runs(args, rounds_n, (("ours", socks, makers), ("floor", floor_socks, floor_makers)),
+                     pooled, runs, cpu_probes, cpu_used, stolen)
+    finally:
+        stop_neighbours(neighbours)
     rounds = round_stats(before, flush_histogram(args.metrics_url))
     if args.disk_probe:
         disk_probe(args.disk_probe, DISK_PROBE_S, disk)
@@ -280,6 +298,7 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
             f" max {summary['max_ms']:.2f} ms" + (f"; group-commit rounds {rounds}" if name == "ours" else ""))
         out["latency" if name == "ours" else "floor"] = summary
     out["rounds"] = rounds
+    out["neighbour"] = args.neighbour
     for s in floor_socks:
         s.close()
     if args.rate_low:
@@ -356,6 +375,8 @@ def main(argv: list[str]) -> int:
                    "echo floor's (O F O F ..)")
     p.add_argument("--disk-probe", default=None, help="commits: time 1-KiB append + fdatasync in this directory"
                    " just before and after the latency runs")
+    p.add_argument("--neighbour", type=float, default=0.0, help="commits (diagnostic): during the latency runs a"
+                   " busy neighbour spins this share of every core (busy_neighbour)")
     args = p.parse_args(argv)
     result = SCENARIOS[args.scenario](args)
     print("RESULT " + json.dumps(result), flush=True)
