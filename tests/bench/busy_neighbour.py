@@ -17,6 +17,7 @@ import sys
 import time
 
 PERIOD_S = 0.010
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def spin(duty: float, seconds: float) -> None:
@@ -33,7 +34,7 @@ def start_neighbours(duty: float, seconds: float, count: int | None = None) -> l
     if not 0 < duty <= 1:
         raise ValueError(f"duty must be in (0, 1], not {duty}")
     n = count if count is not None else (os.cpu_count() or 1)
-    return [subprocess.Popen([sys.executable, "-m", "tests.bench.busy_neighbour", str(duty), str(seconds)])
+    return [subprocess.Popen([sys.executable, "-m", "tests.bench.busy_neighbour", str(duty), str(seconds)], cwd=REPO)
             for _ in range(n)]
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,6 +80,20 @@ class ServerProcess:
 
     def log(self) -> str:
         return "".join(self.output)
+
+    def scrape(self) -> str:
+        """The server's /metrics text."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def metric(self, series: str) -> float:
+        """The value of one series on /metrics (its name with labels, e.g. ``x_total{api="Heartbeat"}``);
+        0.0 when the server does not show it (yet)."""
+        prefix = series + " "
+        for line in self.scrape().splitlines():
+            if line.startswith(prefix):
+                return float(line.split()[-1])
+        return 0.0
 
     def wait_loaded(self, timeout: float = 20.0) -> ServerProcess:
         """Until the server logged that its offsets partitions are loaded (before, group requests get

@@ -21,7 +21,6 @@ import os
 import signal
 import socket
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,13 +58,6 @@ def commit_answer(payload: bytes) -> tuple[int, int]:
     """(correlation id, error code of its one partition) of an OffsetCommit v8 answer."""
     corr, body = codec.decode_response(OFFSET_COMMIT, 8, payload)
     return corr, body["topics"][0]["partitions"][0]["error_code"]
-
-
-def metric(srv: ServerProcess, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    lines = [ln for ln in text.splitlines() if ln.startswith(name + " ")]
-    return float(lines[0].split()[-1]) if lines else 0.0
 
 
 def connect(srv: ServerProcess) -> socket.socket:
@@ -122,17 +114,17 @@ def pipelined(srv: ServerProcess, rounds: int) -> list[bytes]:
 
 def test_child_written_answers_keep_request_order_and_bytes(servers) -> None:
     on, off = servers
-    before = metric(on, HANDED)
+    before = on.metric(HANDED)
     got_on, got_off = pipelined(on, 20), pipelined(off, 20)
     assert got_on == got_off  # byte-identical answers, whoever wrote them
     assert all(commit_answer(p)[1] == 0 for i, p in enumerate(got_on) if i % 4 in (0, 2))
-    assert metric(on, HANDED) > before  # the child wrote some of them on the first daemon
-    assert metric(off, HANDED) == 0
+    assert on.metric(HANDED) > before  # the child wrote some of them on the first daemon
+    assert off.metric(HANDED) == 0
 
 
 def test_a_fetch_right_after_a_child_written_answer_sees_the_commit(servers) -> None:
     on, _ = servers
-    before = metric(on, HANDED)
+    before = on.metric(HANDED)
     sock = connect(on)
     try:
         for i in range(150):
@@ -146,21 +138,21 @@ def test_a_fetch_right_after_a_child_written_answer_sees_the_commit(servers) -> 
             assert corr == 2 * i + 2 and offsets == {0: 1000 + i, 1: -1}, (i, offsets)
     finally:
         sock.close()
-    assert metric(on, HANDED) >= before + 100  # most were the child's (none are refused here)
+    assert on.metric(HANDED) >= before + 100  # most were the child's (none are refused here)
 
 
 def test_a_connection_the_server_closes_reaches_eof_after_the_child_wrote_to_it(servers) -> None:
     on, _ = servers
-    before = metric(on, HANDED)
+    before = on.metric(HANDED)
     sock = connect(on)
     try:
         for i in range(5):
             sock.sendall(commit(i + 1, "close-group", 0, i))
             assert answers(sock, 1)
         deadline = time.monotonic() + 5
-        while metric(on, HANDED) < before + 1 and time.monotonic() < deadline:
+        while on.metric(HANDED) < before + 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert metric(on, HANDED) >= before + 1  # the child holds a copy of this socket
+        assert on.metric(HANDED) >= before + 1  # the child holds a copy of this socket
         sock.sendall((1 << 30).to_bytes(4, "big") + b"\x00" * 8)  # a frame over socket.request.max.bytes
         sock.settimeout(5)
         assert sock.recv(1) == b""  # EOF: no copy of the socket is left open

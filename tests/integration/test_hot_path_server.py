@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import socket
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -148,10 +147,7 @@ def decoded(sent: list[tuple[int, int, int]], payloads: list[bytes]) -> list[tup
 
 
 def heartbeats_counted(srv: ServerProcess) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    lines = [ln for ln in text.splitlines() if ln.startswith('groupcoord_requests_total{api="Heartbeat"}')]
-    return float(lines[0].split()[-1]) if lines else 0.0
+    return srv.metric('groupcoord_requests_total{api="Heartbeat"}')
 
 
 @pytest.fixture(scope="module")
