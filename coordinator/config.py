@@ -33,6 +33,7 @@ class Key:
     doc: str
     min: int | None = None
     max: int | None = None
+    choices: tuple[str, ...] = ()
 
 
 KEYS: tuple[Key, ...] = (
@@ -60,9 +61,18 @@ KEYS: tuple[Key, ...] = (
     Key("max.connections", int, 10_000, "Most open client connections.", 1),
     Key("max.inflight.requests.per.connection", int, 100, "Requests read ahead per connection (ours).", 1),
     Key("message.max.bytes", int, 1_048_588, "Largest record batch accepted by Produce.", 64),
+    Key("log.message.timestamp.type", str, "CreateTime", "User topics: CreateTime keeps the producer's "
+        "timestamps; LogAppendTime stamps each batch with the time it is appended.",
+        choices=("CreateTime", "LogAppendTime")),
+    Key("log.message.timestamp.before.max.ms", int, 2**63 - 1, "CreateTime: refuse (INVALID_TIMESTAMP) a "
+        "record older than this; the maximum means no limit.", 0),
+    Key("log.message.timestamp.after.max.ms", int, 2**63 - 1, "CreateTime: refuse a record further than "
+        "this in the future; the maximum means no limit.", 0),
     Key("log.segment.bytes", int, 1 << 30, "Segment size before a roll.", 1024),
     Key("log.retention.ms", int, 7 * 24 * 3600 * 1000, "User topics: delete segments older than this.", -1),
     Key("log.retention.bytes", int, -1, "User topics: keep at most this many bytes a partition.", -1),
+    Key("log.retention.check.interval.ms", int, 60_000, "How often user topics' retention runs (Kafka's "
+        "default is 300000).", 1),
     Key("log.flush.linger.ms", int, 0, "Group commit: gather appends this long before one fsync (ours; 0: a round"
         " starts at once and gathers what arrives during the previous fsync).", 0),
     Key("log.journal.enable", bool, True, "Offsets partitions: make each group-commit round durable with one "
@@ -133,6 +143,9 @@ def coerce(name: str, raw: Any, source: str) -> Any:
             value = str(raw)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"bad value for {name} (from {source}): {e}") from None
+    if key.choices and value not in key.choices:
+        raise ConfigError(f"bad value for {name} (from {source}): {value!r} is not one of "
+                          f"{', '.join(key.choices)}")
     if key.min is not None and value < key.min:
         raise ConfigError(f"bad value for {name} (from {source}): {value} is below the minimum {key.min}")
     if key.max is not None and value > key.max:

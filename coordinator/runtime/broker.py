@@ -120,7 +120,8 @@ class Broker:
             background.start_soon(self.commit.run)
             background.start_soon(self.groups.load_all)
             background.start_soon(self.groups.timer_loop)
-            background.start_soon(self.topic_service.retention_loop)
+            background.start_soon(self.topic_service.retention_loop,
+                                self.config["log.retention.check.interval.ms"] / 1000)
             background.start_soon(self._checkpoint_loop)
             background.start_soon(self._compaction_loop)
             try:

@@ -32,7 +32,6 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +42,7 @@ from coordinator.core.config import GroupConfig
 from coordinator.core.coordinator import Coordinator, HeartbeatLease
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
+from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
@@ -135,27 +135,7 @@ def _log_skipped_record(shard: int, key: bytes, e: ValueError) -> None:
     log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard, key[:64].hex(), e)
 
 
-class RateLimitedLog:
-    """Logs a failure at once, then at most one line every ``interval_s`` seconds, which says how many were
-    not logged meanwhile (a dead disk under load fails thousands of writes a second)."""
-
-    def __init__(self, logger: logging.Logger, interval_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.logger, self.interval_s, self.clock = logger, interval_s, clock
-        self.next_at = float("-inf")
-        self.suppressed = 0
-
-    def error(self, msg: str, *args: object) -> None:
-        now = self.clock()
-        if now < self.next_at:
-            self.suppressed += 1
-            return
-        if self.suppressed:
-            msg += " (%d more failures since the last such line)"
-            args += (self.suppressed,)
-        self.suppressed = 0
-        self.next_at = now + self.interval_s
-        self.logger.error(msg, *args)
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this server"
 
 
 class _CommitSettled:
@@ -367,24 +347,24 @@ class GroupService:
         return payload[4:8].join(parts)
 
     def handle_find_coordinator(self, request: Request, slot: Slot) -> None:
+        """Kafka's handler: v0-3 carry one key and a top-level error_message ("NONE" on success, as Kafka's
+        ``Errors.NONE.message()``); v4+ carry per-key answers whose error_message Kafka leaves null. Key type
+        1 (transaction) is refused at once, never with a retriable error that clients would retry forever."""
         body, v = request.body, request.version
         me = self.broker.broker_entry()
         node = {"node_id": me["node_id"], "host": me["host"], "port": me["port"]}
+        refused = {"node_id": -1, "host": "", "port": -1, "error_message": TRANSACTIONS_UNSUPPORTED,
+                   "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
         if v >= 4:
-            coords = []
-            for key in body["coordinator_keys"]:
-                if body["key_type"] != 0:
-                    coords.append({"key": key, "node_id": -1, "host": "", "port": -1,
-                                   "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE})
-                else:
-                    coords.append({"key": key, **node, "error_code": 0, "error_message": None})
+            coords = [{"key": key, **refused} if body["key_type"] != 0 else
+                      {"key": key, **node, "error_code": 0, "error_message": None}
+                      for key in body["coordinator_keys"]]
             slot.complete({"throttle_time_ms": 0, "coordinators": coords})
             return
         if body.get("key_type", 0) != 0:
-            slot.complete({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "",
-                           "port": -1})
+            slot.complete({"throttle_time_ms": 0, **refused})
             return
-        slot.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": None, **node})
+        slot.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": "NONE", **node})
 
     def connection_closed(self, conn: Connection) -> None:
         slots = self._by_conn.pop(conn, None)

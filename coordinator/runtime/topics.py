@@ -20,15 +20,19 @@ import logging
 import re
 import time
 import uuid
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError, StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
+from coordinator.storage.producer_state import Duplicate, ProducerStates, scan_producer_states
 from protocol.errors import ErrorCode
-from protocol.record_batch import CorruptBatchError, split_batches, validate_batch
+from protocol.produce_validation import Checked, Refusal, Rules, stamp_log_append_time, validate_produce
+from protocol.record_batch import CorruptBatchError
 
 if TYPE_CHECKING:
     from coordinator.runtime.broker import Broker
@@ -39,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupcoord.topics")
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_NO_LIMIT = 2**63 - 1  # Kafka's Long.MAX_VALUE: no timestamp limit
 _TOPIC_NS = uuid.UUID("6ba7b812-9dad-11d1-80b4-00c04fd430c8")
 
 
@@ -65,6 +70,9 @@ class TopicService:
         self.commit = commit
         self.hw_advanced = trio.Event()
         self._next_producer_id = int(time.time() * 1000) << 8
+        self._producers: weakref.WeakKeyDictionary[PartitionLog, ProducerStates] = weakref.WeakKeyDictionary()
+        self.refused_batches = 0
+        self._refusal_log = RateLimitedLog(log, 5.0)
         # topic -> partition count: scanned once, then kept by create()/delete() (per-request lookups)
         self._counts: dict[str, int] = {}
         for topic, part in logs.partitions():
@@ -143,13 +151,14 @@ class TopicService:
                 name = by_id.get(req.body["topics"][i]["topic_id"])
             res: dict[str, Any] = {"name": name, "topic_id": topic_id(name) if name else None, "error_code": 0}
             if name is None or name not in existing:
-                res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           error_message="This server does not host this topic-partition.")
             else:
                 try:
                     self.delete(name)
                 except StorageError as e:
                     log.error("deleting topic %s failed: %s", name, e)
-                    res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    res.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
                 existing.pop(name)
             out.append(res)
         slot.complete({"throttle_time_ms": 0, "responses": out})
@@ -184,32 +193,53 @@ class TopicService:
         slot.complete({"error_code": 0, "producer_id": self._next_producer_id, "producer_epoch": 0})
 
     # ---------------------------------------------------------------- Produce
+    def produce_rules(self, version: int) -> Rules:
+        cfg = self.config
+        before, after = cfg["log.message.timestamp.before.max.ms"], cfg["log.message.timestamp.after.max.ms"]
+        return Rules(max_batch_bytes=cfg["message.max.bytes"], produce_version=version,
+                     log_append_time=cfg["log.message.timestamp.type"] == "LogAppendTime",
+                     timestamp_before_max_ms=None if before >= _NO_LIMIT else before,
+                     timestamp_after_max_ms=None if after >= _NO_LIMIT else after)
+
     def handle_produce(self, req: Request, slot: Slot) -> None:
         acks = req.body["acks"]
-        max_batch = self.config["message.max.bytes"]
+        rules = self.produce_rules(req.version)
+        now_ms = int(time.time() * 1000)
+        checked: list[tuple[dict[str, Any], PartitionLog, Checked, memoryview]] = []
         responses = []
-        pending: list[tuple[PartitionLog, int]] = []
         for t in req.body["topic_data"]:
             name = t["name"]
             parts_out = []
             count = self.partition_count(name)
             for p in t["partition_data"]:
                 res: dict[str, Any] = {"index": p["index"], "error_code": 0, "base_offset": -1,
-                                       "log_append_time_ms": -1, "log_start_offset": -1}
+                                       "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
+                                       "error_message": None}
                 parts_out.append(res)
                 plog = self.logs.get(name, p["index"]) if count is not None else None
                 if req.version < 3:
                     res["error_code"] = ErrorCode.UNSUPPORTED_VERSION
-                elif plog is None:
+                    continue
+                if plog is None:
                     res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
+                records = memoryview(p["records"] or b"")
+                outcome = validate_produce(records, rules, now_ms)
+                if isinstance(outcome, Refusal):
+                    self._refuse(res, outcome, name, p["index"])
                 else:
-                    err = self._append(plog, p["records"] or b"", max_batch, res)
-                    if err:
-                        res["error_code"] = err
-                    elif res["base_offset"] >= 0:
-                        pending.append((plog, res["_last"]))
-                res.pop("_last", None)
+                    checked.append((res, plog, outcome, records))
             responses.append({"name": name, "partition_responses": parts_out})
+        if req.body.get("transactional_id") is not None or any(c.transactional for _, _, c, _ in checked):
+            for r in (r for t in responses for r in t["partition_responses"]):  # Kafka: the whole request
+                r.update(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                         error_message="transactions are not supported by this server")
+            checked = []
+        pending: list[tuple[PartitionLog, int]] = []
+        for res, plog, outcome, records in checked:
+            last = self._append(plog, outcome, records, rules, now_ms, res)
+            if last is not None:
+                pending.append((plog, last))
         body = {"responses": responses, "throttle_time_ms": 0}
         if acks == 0:
             slot.complete(None)
@@ -218,26 +248,55 @@ class TopicService:
             return
         self._complete_when_durable(slot, body, pending)
 
-    def _append(self, plog: PartitionLog, records: bytes, max_batch: int, res: dict[str, Any]) -> int:
+    def _refuse(self, res: dict[str, Any], refusal: Refusal, topic: str, partition: int) -> None:
+        res.update(error_code=refusal.error_code, error_message=refusal.message,
+                   record_errors=[{"batch_index": i, "batch_index_error_message": m}
+                                  for i, m in refusal.record_errors])
+        self.refused_batches += 1
+        self._refusal_log.warning("refused a produced batch for %s-%d: %s", topic, partition, refusal.message)
+
+    def _append(self, plog: PartitionLog, checked: Checked, records: memoryview, rules: Rules, now_ms: int,
+                res: dict[str, Any]) -> int | None:
+        """Append one checked batch (or find it already appended); the last offset to wait for, or None."""
+        header = checked.header
+        states = self._producer_states(plog) if header.producer_id >= 0 else None
+        if states is not None:
+            seen = states.check(header)
+            if isinstance(seen, Duplicate):
+                res.update(base_offset=seen.base_offset, log_start_offset=plog.log_start_offset)
+                return seen.last_offset
+            if seen is not None:
+                res.update(error_code=seen, error_message=f"producer {header.producer_id} epoch "
+                           f"{header.producer_epoch} sequence {header.base_sequence}: {ErrorCode(seen).name}")
+                return None
+        batch: bytes | memoryview = records
+        if rules.log_append_time:
+            batch = stamp_log_append_time(records, now_ms)
+            res["log_append_time_ms"] = now_ms
         try:
-            batches, consumed = split_batches(records)
-            if consumed != len(records) or not batches:
-                return ErrorCode.CORRUPT_MESSAGE
-            for b in batches:
-                if len(b) > max_batch:
-                    return ErrorCode.MESSAGE_TOO_LARGE
-                if b[16] != 2:
-                    return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
-                validate_batch(b)
-            info = self.commit.append(plog, [bytes(b) for b in batches])
-        except CorruptBatchError:
-            return ErrorCode.CORRUPT_MESSAGE
+            info = self.commit.append(plog, [batch])
         except LogOfflineError:
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        res["base_offset"] = info.base_offset
-        res["log_start_offset"] = plog.log_start_offset
-        res["_last"] = info.last_offset
-        return 0
+            res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+            return None
+        except CorruptBatchError as e:  # the log's own check of what it stores: validation missed something
+            log.error("partition log refused a validated batch: %s", e)
+            res.update(error_code=ErrorCode.CORRUPT_MESSAGE, error_message=str(e))
+            return None
+        if states is not None:
+            states.record(header, info.base_offset)
+        res.update(base_offset=info.base_offset, log_start_offset=plog.log_start_offset)
+        return info.last_offset
+
+    def _producer_states(self, plog: PartitionLog) -> ProducerStates:
+        """The partition's producer states, rebuilt from the batch headers of its log's tail on first use."""
+        states = self._producers.get(plog)
+        if states is None:
+            states = self._producers[plog] = ProducerStates()
+            try:
+                scan_producer_states(plog, states)
+            except (StorageError, OSError) as e:  # the append will meet the same fault and answer it
+                log.error("reading producer states of %s failed: %s", plog.directory, e)
+        return states
 
     def _complete_when_durable(self, slot: Slot, body: dict[str, Any],
                                pending: list[tuple[PartitionLog, int]]) -> None:
@@ -310,7 +369,7 @@ class TopicService:
                 res: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                                        "last_stable_offset": -1, "log_start_offset": -1,
                                        "aborted_transactions": None, "preferred_read_replica": -1,
-                                       "records": None}
+                                       "records": b""}
                 parts.append(res)
                 plog = self.logs.get(name, p["partition"])
                 if plog is None or name.startswith("__"):
@@ -325,7 +384,6 @@ class TopicService:
                     any_error = True
                     continue
                 if offset >= hw or (budget <= 0 and total > 0):
-                    res["records"] = b""
                     continue
                 limit = min(p["partition_max_bytes"], max(budget, 1))
                 try:
@@ -355,15 +413,19 @@ class TopicService:
                 parts.append(res)
                 plog = self.logs.get(t["name"], p["partition_index"])
                 if plog is None or t["name"].startswith("__"):
-                    res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, leader_epoch=-1)
                     continue
                 ts = p["timestamp"]
                 if ts == -2:
                     res["offset"] = plog.log_start_offset
                 elif ts == -1:
                     res["offset"] = plog.high_watermark
+                elif ts == -3:
+                    found = plog.offset_of_max_timestamp()
+                    if found is not None:
+                        res["offset"], res["timestamp"] = found
                 elif ts < 0:
-                    res["offset"] = plog.high_watermark  # max-timestamp (-3) and others: best effort
+                    res["offset"] = plog.high_watermark  # other negative timestamps: the latest offset
                 else:
                     found = plog.offset_for_timestamp(ts)
                     if found is not None:

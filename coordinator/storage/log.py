@@ -529,6 +529,25 @@ class PartitionLog:
                         return self._first_record_at(seg, loc.position, loc.size, timestamp)
             return None
 
+    def offset_of_max_timestamp(self) -> tuple[int, int] | None:
+        """ListOffsets' max timestamp (-3, KIP-734): (offset, timestamp) of the first record carrying the
+        largest timestamp below the high watermark; None for an empty log."""
+        with self._lock:
+            upper = self._recovery_point
+            segs = [s for s in self._segments if s.base_offset < upper and s.max_timestamp >= 0]
+            if not segs:
+                return None
+            best = max(s.max_timestamp for s in segs)
+            for seg in segs:
+                if seg.max_timestamp != best:
+                    continue
+                for loc in iter_batches(self.fs, seg, 0):
+                    if loc.base_offset >= upper:
+                        break
+                    if loc.max_timestamp == best and loc.last_offset >= self._log_start:
+                        return self._first_record_at(seg, loc.position, loc.size, best)
+            return None
+
     def _first_record_at(self, seg: Segment, position: int, size: int, timestamp: int) -> tuple[int, int]:
         batch = self.fs.pread(seg.fd, size, position)
         try:

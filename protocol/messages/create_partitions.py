@@ -3,6 +3,7 @@
 Rules: v0-3, flexible from v2. ``assignments`` is null for "let the cluster place them" (a single node
 holds every partition). Not in DESIGN.md's first table: added so that partition growth, a rebalance
 trigger of seed 000, can be exercised by real clients (kafka-python ``create_partitions``).
+``error_message``: null on success, a message on error, as Kafka.
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -5,6 +5,9 @@ Rules:
   Kafka's JSON; in snake_case they are ``timeout_ms`` (default 60000) and ``validate_only``.
 - v5+ responses echo ``num_partitions``, ``replication_factor`` (default -1) and the nullable ``configs``,
   plus a tagged ``topic_config_error_code`` (tag 0); ``topic_id`` from v7.
+- ``error_message``: null on success, a message on error (Kafka). ``configs``: null on error (Kafka); on
+  success Kafka lists the topic's configs, which we write once topics carry configs (issue #29); until then
+  null, "not reported", rather than an empty list that would claim the topic has none.
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -1,7 +1,8 @@
 """DeleteTopics (20): delete topics by name (``topic_names``, v0-5) or by name/id (``topics[]``, v6+).
 
 Rules: we serve v1-6 (flexible from v4). Result ``name`` is nullable from v6 (deleted by id);
-``error_message`` from v5.
+``error_message`` from v5: null on success, the error's message otherwise (Kafka's ``ApiError.message``).
+We always echo ``name``, also for a topic deleted by id.
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -2,7 +2,9 @@
 
 Rules: we serve v0-6 (flexible from v5). ``include_authorized_operations`` and the group's
 ``authorized_operations`` (default INT32_MIN, "not requested") from v3; member ``group_instance_id`` from
-v4; group ``error_message`` from v6.
+v4; group ``error_message`` from v6: null unless the group is unknown ("Group G not found.", KIP-1043).
+Member ``group_instance_id`` is null for a dynamic member; ``protocol_type``/``protocol_data`` are empty
+strings (not null) for a group without them, as Kafka.
 """
 
 from protocol.schema import ApiSchema, arr, f

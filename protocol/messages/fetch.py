@@ -6,8 +6,12 @@ Rules:
   response) are not declared.
 - v12 tagged fields: request ``cluster_id`` (tag 0); response partition ``diverging_epoch`` (0),
   ``current_leader`` (1), ``snapshot_id`` (2).
-- ``records`` is nullable bytes on the wire; ``aborted_transactions`` is a nullable array (clients reading
-  read_committed expect null, see PROTOCOL-NOTES.md).
+- ``records`` is nullable bytes on the wire, but Kafka never writes null: every partition carries records,
+  empty (``MemoryRecords.EMPTY``) when there is nothing to send, errors included. librdkafka rejects a null
+  (``invalid MessageSetSize -1``) and never resets an out-of-range offset (issue #26); so do we.
+- ``aborted_transactions``: null (Kafka writes null for read_uncommitted; we have no transactions, and
+  read_committed clients accept null, see PROTOCOL-NOTES.md). ``preferred_read_replica`` -1,
+  ``last_stable_offset`` = high watermark; -1 (with log start -1) for an unknown partition, as Kafka.
 """
 
 from protocol.schema import ApiSchema, arr, f, struct

@@ -3,6 +3,10 @@
 Rules:
 - We serve v0-6 (flexible from v3). v0-3 ask for one ``key`` and answer one node at top level; v4+ ask for
   ``coordinator_keys[]`` and answer ``coordinators[]``, each with its own error.
+- ``error_message`` (v1-3): "NONE" on success, as Kafka's ``Errors.NONE.message()``; the error's message
+  otherwise. Per key (v4+) Kafka leaves it null on success; ours likewise.
+- key_type 1 (transaction) answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message: we have no
+  transaction coordinator, and a retriable error would make clients retry forever.
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -1,4 +1,9 @@
-"""JoinGroup (11): a member asks to join a group and learns its generation, leader and (leader only) members."""
+"""JoinGroup (11): a member asks to join a group and learns its generation, leader and (leader only) members.
+
+Null or empty, as Kafka's handler writes them: ``protocol_name`` is null on error from v7 (nullable there)
+and "" before; ``protocol_type`` (v7+) null on error; member ``group_instance_id`` null for dynamic
+members. Built in ``coordinator/core/responses.py``.
+"""
 
 from protocol.schema import ApiSchema, arr, f
 

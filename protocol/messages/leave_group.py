@@ -1,7 +1,7 @@
 """LeaveGroup (13): members leave a group (one ``member_id`` in v0-2, a batch of ``members[]`` from v3).
 
 Rules: we serve v0-5 (flexible from v4); a per-member ``reason`` from v5; the response carries per-member
-errors from v3.
+errors from v3. Member ``group_instance_id`` echoes the request (null for a dynamic member), as Kafka.
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -3,6 +3,8 @@
 Rules:
 - We serve v1-7 (flexible from v6). ``max_num_offsets`` / ``old_style_offsets`` (v0 only) and
   ``timeout_ms`` (v10+) lie outside our range and are not declared.
+- An unknown partition answers timestamp -1, offset -1 and leader epoch -1, as Kafka's
+  ``ListOffsetsResponse.UNKNOWN_*`` values.
 """
 
 from protocol.schema import ApiSchema, arr, f

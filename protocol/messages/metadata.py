@@ -4,7 +4,9 @@ Rules:
 - We serve v0-13 (flexible from v9). A null ``topics`` (v1+) means all topics, an empty list none.
 - ``cluster_authorized_operations`` exists only in v8-10 (request flag and response field);
   ``topic_authorized_operations`` from v8; both default to INT32_MIN ("not requested").
-- Topic ``name`` is nullable in the request from v10 (lookup by ``topic_id``) and in the response from v12.
+- Topic ``name`` is nullable in the request from v10 (lookup by ``topic_id``) and in the response from v12;
+  we always write it. ``cluster_id`` is always written (never null); broker ``rack`` is null when unset, as
+  Kafka.
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -4,6 +4,8 @@ Rules:
 - We serve v1-9 (flexible from v6). Two shapes: v1-7 ask for one group (``group_id``, ``topics``) and answer
   ``topics`` plus a top-level ``error_code`` (v2-7); v8+ batch groups in ``groups[]`` on both sides.
 - ``topic_id`` (v10+) lies outside our range and is not declared.
+- ``metadata`` is nullable but, as in Kafka, never null: "" for a partition with no committed offset (offset
+  -1, leader epoch -1) and for a commit that sent null metadata.
 """
 
 from protocol.schema import ApiSchema, arr, f

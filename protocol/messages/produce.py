@@ -8,6 +8,7 @@ Rules:
   ``responses[name partition_responses[index error_code base_offset]]``, ``throttle_time_ms`` from v1,
   ``log_append_time_ms`` from v2. The version strings already say so ("0+", "1+", "2+").
 - ``topic_id`` (v13+) lies beyond our range and is not declared.
+- ``error_message`` (v8+) null on success; ``record_errors`` an empty array unless a record is named.
 """
 
 from protocol.schema import ApiSchema, arr, f, struct

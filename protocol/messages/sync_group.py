@@ -1,7 +1,8 @@
 """SyncGroup (14): the leader hands in assignments; every member receives its own.
 
 Rules: we serve v0-5 (flexible from v4); ``group_instance_id`` from v3; ``protocol_type`` and
-``protocol_name`` (both nullable) from v5 on both sides.
+``protocol_name`` (both nullable) from v5 on both sides: the group's on success, null on error, as
+Kafka's handler writes them.
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 
 stopping = False
 
@@ -89,9 +90,12 @@ async def _aiokafka(bootstrap: str, topic: str, group: str) -> None:
 def run_confluent(bootstrap: str, topic: str, group: str) -> None:
     from confluent_kafka import Consumer, KafkaException
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "session.timeout.ms": 3000, "heartbeat.interval.ms": 500,
-                  "client.id": "compat-confluent"})
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from rdkafka_guard import worker_config
+
+    c = Consumer(worker_config({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                                "enable.auto.commit": False, "session.timeout.ms": 3000,
+                                "heartbeat.interval.ms": 500, "client.id": "compat-confluent"}))
     c.subscribe([topic])
     while not stopping:
         msgs = c.consume(num_messages=50, timeout=0.2)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+import rdkafka_guard  # type: ignore[import-not-found]  # tests/, on sys.path
 from server_process import read_frame  # type: ignore[import-not-found]  # tests/integration, on sys.path
 
 from protocol import codec
@@ -219,6 +220,8 @@ def run_group_scenario(port: int, topic: str, group: str, produce: Callable[[int
         for m in members:
             if m.alive():
                 m.kill()
+    guarded = [line for m in members for line in rdkafka_guard.hits(m.other)]
+    assert not guarded, "librdkafka could not parse our answers:\n" + "".join(guarded[:20])
     all_records = [r for m in members for r in m.records]
     stored, codecs = stored_records(port, topic)
     return Outcome(consumed={k for _, _, k in all_records},

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from coordinator.runtime.groups import RateLimitedLog
+from coordinator.runtime.rate_limited_log import RateLimitedLog
 
 
 def test_a_flood_of_failures_becomes_one_line_per_interval(caplog: pytest.LogCaptureFixture) -> None:
@@ -23,5 +23,5 @@ def test_a_flood_of_failures_becomes_one_line_per_interval(caplog: pytest.LogCap
         limited.error("offsets write %s failed: %s", 8, "EIO")
     assert len(caplog.records) == 2
     assert caplog.records[1].getMessage() == (
-        "offsets write 7 failed: EIO (4999 more failures since the last such line)")
+        "offsets write 7 failed: EIO (4999 more since the last such line)")
     assert limited.suppressed == 1
