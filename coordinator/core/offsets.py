@@ -16,7 +16,10 @@ UNSTABLE_OFFSET_COMMIT for that partition.
 Retention (every offsets.retention.check.interval.ms): a group with a protocol type that is Empty expires
 all offsets once it has been Empty for offsets.retention.minutes; a Stable "consumer" group expires
 offsets of topics no member subscribes to, by commit time; a simple group (no protocol type) expires by
-commit time; an explicit v2-4 retention time sets a per-offset expire timestamp. Pending commits never
+commit time; an explicit v2-4 retention time sets a per-offset expire timestamp (clamped to int64: a
+retention too far to represent never expires).
+Exception safety: every record is encoded before any state changes (pending counts, writes), so a value
+that cannot be encoded leaves the core exactly as it was. Pending commits never
 expire. An Empty group left with no offsets (and no pending members) becomes Dead and is removed, with a
 group tombstone when it ever had a generation.
 """
@@ -36,6 +39,7 @@ from .responses import offset_commit_response
 from .shard import _ACTIVE, Shard
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 # ---------------------------------------------------------------- OffsetCommit
@@ -57,7 +61,7 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
             [(t["name"], [(p["partition_index"], error) for p in t["partitions"]]) for t in topics]))
         return
     expire = _expire_at(version, req.get("retention_time_ms", -1), fx.now_ms)
-    results, written = [], []
+    results, written, records = [], [], []
     for t in topics:
         name, parts = t["name"], []
         for p in t["partitions"]:
@@ -67,11 +71,14 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
             if type(value) is not OffsetCommitValue:
                 parts.append((index, value))
                 continue
-            fx.write(shard.shard_id, encode_offset_key(group_id, name, index), encode_offset_value(value))
-            shard.pending_commits[(group_id, name, index)] += 1
+            # encoded before anything changes: a record that cannot be encoded leaves no state behind
+            records.append((encode_offset_key(group_id, name, index), encode_offset_value(value)))
             written.append((group_id, name, index))
             parts.append((index, Err.NONE))
         results.append((name, parts))
+    for (key, value), tp in zip(records, written):
+        fx.write(shard.shard_id, key, value)
+        shard.pending_commits[tp] += 1
     fx.complete(token, offset_commit_response(results))
     if written:
         _track_pending(fx, shard, token, results, written)
@@ -91,7 +98,7 @@ def _expire_at(version: int, retention_ms: int | None, now_ms: int) -> int | Non
     """The explicit expire timestamp of a v2-4 commit's retention time (None: the configured retention)."""
     if not 2 <= version <= 4 or retention_ms is None or retention_ms == -1:
         return None
-    return now_ms + retention_ms
+    return max(_INT64_MIN, min(now_ms + retention_ms, _INT64_MAX))  # a far retention never expires
 
 
 def _release_pending(shard: Shard, key: tuple[str, str, int]) -> None:
@@ -146,10 +153,10 @@ def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, genera
                            _expire_at(version, retention_ms, now_ms))
     if type(committed) is not OffsetCommitValue:
         return committed
-    tp = (topic, partition)
-    shard.pending_commits[(group_id, topic, partition)] += 1
-    return PendingCommit(shard.shard_id, encode_offset_key(group_id, topic, partition),
-                         encode_offset_value(committed), committed, group_id, tp)
+    pc = PendingCommit(shard.shard_id, encode_offset_key(group_id, topic, partition),
+                       encode_offset_value(committed), committed, group_id, (topic, partition))
+    shard.pending_commits[(group_id, topic, partition)] += 1  # only once the record is encoded
+    return pc
 
 
 def commit_settled(env: Env, pc: PendingCommit, durable: bool) -> None:

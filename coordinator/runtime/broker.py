@@ -235,13 +235,14 @@ class Broker:
              "replica_nodes": [self.node_id], "isr_nodes": [self.node_id], "offline_replicas": []}
             for p in range(count)
         ]
-        return {"error_code": 0, "name": name, "topic_id": topic_id(name), "is_internal": False,
+        return {"error_code": 0, "name": name, "topic_id": topic_id(name), "is_internal": name == OFFSETS_TOPIC,
                 "partitions": parts}
 
     def handle_metadata(self, request: Request, slot: Slot) -> None:
         wanted = request.body.get("topics")
         ts = self.topic_service
         topics = ts.topics() if ts is not None else {}
+        topics[OFFSETS_TOPIC] = self.config["offsets.topic.num.partitions"]  # listed as internal, as Kafka
         if wanted is None or (request.version == 0 and not wanted):
             names = sorted(topics)  # null (or v0 empty) means all topics
         else:

@@ -47,6 +47,13 @@ _NO_LIMIT = 2**63 - 1  # Kafka's Long.MAX_VALUE: no timestamp limit
 _TOPIC_NS = uuid.UUID("6ba7b812-9dad-11d1-80b4-00c04fd430c8")
 
 
+def _shown(name: str | None) -> str:
+    """A client-given name as an error message may quote it: repr'd and cut to 100 characters (a string
+    field holds at most 32767 bytes, and a log line should stay a line)."""
+    text = repr(name)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
 def valid_topic_name(name: str | None) -> bool:
     return bool(name) and name not in (".", "..") and bool(_LEGAL.match(name or ""))
 
@@ -119,7 +126,7 @@ class TopicService:
             res: dict[str, Any] = {"name": name, "topic_id": topic_id(name), "error_code": 0,
                                    "error_message": None, "num_partitions": n, "replication_factor": 1}
             if not valid_topic_name(name) or name.startswith("__"):
-                res.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"illegal name {name!r}")
+                res.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"illegal name {_shown(name)}")
             elif name in existing:
                 res.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS, error_message=f"topic {name} exists")
             elif n <= 0 or n > 10_000:
@@ -171,7 +178,7 @@ class TopicService:
             res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
             have = existing.get(name)
             if have is None:
-                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"no topic {name}")
+                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=f"no topic {_shown(name)}")
             elif count <= have or count > 10_000:
                 res.update(error_code=ErrorCode.INVALID_PARTITIONS,
                            error_message=f"topic {name} has {have} partitions; {count} is not an increase")
@@ -219,6 +226,10 @@ class TopicService:
                 plog = self.logs.get(name, p["index"]) if count is not None else None
                 if req.version < 3:
                     res["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                    continue
+                if name.startswith("__"):  # Kafka: internal topics take no client writes
+                    res.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                               error_message=f"Cannot append to internal topic {_shown(name)}")
                     continue
                 if plog is None:
                     res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
