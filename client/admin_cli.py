@@ -1,4 +1,4 @@
-"""`groupcoord groups ...` and `groupcoord topics ...`: admin commands printing readable tables.
+"""`groupcoord groups ...`, `groupcoord topics ...` (and `retry ...`, from retry_cli): admin commands printing tables.
 
 Rules:
 - In the manner of kafka-consumer-groups / kafka-topics: one command per action, a `--bootstrap-server`
@@ -253,6 +253,10 @@ def add_parsers(sub: Any) -> None:
         p = common(tsub.add_parser(name))
         p.add_argument("topic", nargs="+")
         p.set_defaults(run=fn)
+
+    from client import retry_cli  # `groupcoord retry ...`; imported here because it uses this module
+
+    retry_cli.add_parsers(sub)
 
 
 def run(args: argparse.Namespace) -> int:

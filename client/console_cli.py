@@ -118,7 +118,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--key-separator", default=None, help="split each line into key and value at this string")
     p.add_argument("--partition", type=int, default=None)
     p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
-    p.add_argument("--compression", default=None, choices=["gzip"])
+    p.add_argument("--compression", default=None, choices=["gzip", "snappy", "lz4", "zstd"])
     p.add_argument("--linger-ms", type=int, default=5)
     p.set_defaults(run=produce)
     p = sub.add_parser("consume", help="console consumer")

@@ -14,8 +14,9 @@ Rules and invariants:
   records. A partition's records are returned only if it is still assigned and not paused and the fetch
   offset equals its position (otherwise the buffered data is stale and discarded). The position advances
   past every record returned, past skipped control batches and past the end of fully consumed batches.
-- Decoding: CRC checked (``check_crcs``), gzip decompressed, control batches skipped, records below the
-  fetch offset (a batch starting before it) skipped, a partial trailing batch ignored.
+- Decoding: CRC checked (``check_crcs``), every codec decompressed (gzip, snappy, lz4, zstd: see
+  ``client.codecs``), control batches skipped, records below the fetch offset (a batch starting before it)
+  skipped, a partial trailing batch ignored.
 - Unknown positions (None) are set with the reset policy before fetching (policy "none" raises
   ``NoOffsetForPartitionError``); a consumer sets them from committed offsets first.
 - Errors per partition: OFFSET_OUT_OF_RANGE at the current position resets it with the reset policy
@@ -34,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from client.codecs import decode_batch
 from client.connection import ResponseFuture
 from client.consumer_protocol import TopicPartition, group_by_topic
 from client.errors import (
@@ -45,7 +47,7 @@ from client.errors import (
 )
 from client.offsets import LIST_OFFSETS, RESET_POLICIES, Positions, list_offsets_body, parse_list_offsets
 from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, decode_batch, split_batches
+from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, split_batches
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,12 @@ from queue import Queue
 from typing import Any, Self
 
 from client.cluster import Cluster
+from client.codecs import build_batch, codec_for
 from client.connection import BrokerConnection, ResponseFuture
 from client.consumer_protocol import TopicPartition, group_by_topic
 from client.errors import BrokerResponseError, IllegalStateError, KafkaError, error_for
 from client.partitioner import DefaultPartitioner
 from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import Compression, build_batch
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,6 @@ PRODUCE = 0
 MIN_PRODUCE_VERSION = 3
 RECORD_OVERHEAD = 21  # worst-case varints + attributes of one record (Kafka's estimate is similar)
 BATCH_HEADER = 61
-COMPRESSION = {None: Compression.NONE, "none": Compression.NONE, "gzip": Compression.GZIP}
 ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
 
 Headers = Sequence[tuple[str, bytes | None]]
@@ -206,13 +205,11 @@ class Producer:
                  cluster: Cluster | None = None) -> None:
         if acks not in ACKS:
             raise ValueError(f"acks must be one of 0, 1, -1, 'all' (got {acks!r})")
-        if compression_type not in COMPRESSION:
-            raise ValueError(f"compression_type must be None or 'gzip' (got {compression_type!r})")
         self.client_id = client_id or "groupcoord-producer"
         self.acks = ACKS[acks]
         self.linger_s = max(0, linger_ms) / 1000
         self.batch_size = max(1, batch_size)
-        self.compression = COMPRESSION[compression_type]
+        self.compression = codec_for(compression_type)  # none, gzip, snappy, lz4, zstd (ValueError otherwise)
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
         self.retries = max(0, retries)

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     admin_cli.add_parsers(sub)
     console_cli.add_parsers(sub)
     args = parser.parse_args(argv)
-    if args.command in ("groups", "topics"):
+    if args.command in ("groups", "topics", "retry"):
         return admin_cli.run(args)
     if args.command in ("produce", "consume"):
         return console_cli.run(args)
