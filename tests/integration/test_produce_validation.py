@@ -9,7 +9,6 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import crc32c

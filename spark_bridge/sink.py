@@ -1,0 +1,151 @@
+"""The ``groupcoord`` sink, batch and streaming: each row of the DataFrame becomes one record.
+
+Rules (Spark's Kafka sink):
+- Columns: ``value`` (required, binary or string), ``key`` (binary or string, optional), ``topic``
+  (string; the option ``topic`` overrides it, and one of the two is required), ``partition`` (int,
+  optional: the partitioner picks when absent or null), ``headers`` (array<struct<key string, value
+  binary>>, optional). Other columns are an error. Strings are written as UTF-8.
+- The DataFrame's schema is checked on the driver, before any task runs, and so is the reachability of the
+  bootstrap servers; a row with a null topic fails its task with a message.
+- Every task has its own ``client.producer.Producer`` (acks=all, opened in the task, never in ``__init__``)
+  and waits for every acknowledgement before it reports success; the first failed produce fails the task
+  with the broker's error. Rows come in as Arrow record batches.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import ArrayType, BinaryType, DataType, IntegerType, StringType, StructType
+
+from client.producer import FutureRecordMetadata, Producer
+from spark_bridge.options import OptionsError, WriteOptions
+from spark_bridge.planner import check_reachable
+
+COLUMNS = ("value", "key", "topic", "partition", "headers")
+
+
+class SinkError(RuntimeError):
+    """A row could not be written (no topic for it, or the broker refused it)."""
+
+
+@dataclass
+class WriteResult(WriterCommitMessage):
+    rows: int
+
+
+def _type_name(t: DataType) -> str:
+    return t.simpleString()
+
+
+def check_schema(schema: StructType, opts: WriteOptions) -> None:
+    """Raise OptionsError for a DataFrame the sink cannot write (see the module rules)."""
+    fields = {f.name: f.dataType for f in schema.fields}
+    extra = [n for n in fields if n not in COLUMNS]
+    if extra:
+        raise OptionsError(f"the groupcoord sink does not know the column(s) {', '.join(extra)}; it writes "
+                           f"{', '.join(COLUMNS)}")
+    if "value" not in fields:
+        raise OptionsError("the groupcoord sink needs a 'value' column (binary or string)")
+    for name in ("value", "key"):
+        if name in fields and not isinstance(fields[name], (BinaryType, StringType)):
+            raise OptionsError(f"column '{name}' must be binary or string, got {_type_name(fields[name])}")
+    if "topic" in fields and not isinstance(fields["topic"], StringType):
+        raise OptionsError(f"column 'topic' must be a string, got {_type_name(fields['topic'])}")
+    if "topic" not in fields and opts.topic is None:
+        raise OptionsError("no topic to write to: give the option topic or a 'topic' column")
+    if "partition" in fields and not isinstance(fields["partition"], IntegerType):
+        raise OptionsError(f"column 'partition' must be an int, got {_type_name(fields['partition'])}")
+    if "headers" in fields:
+        t = fields["headers"]
+        ok = (isinstance(t, ArrayType) and isinstance(t.elementType, StructType)
+              and [(f.name, type(f.dataType)) for f in t.elementType.fields]
+              == [("key", StringType), ("value", BinaryType)])
+        if not ok:
+            raise OptionsError("column 'headers' must be array<struct<key: string, value: binary>>, got "
+                               f"{_type_name(t)}")
+
+
+def _bytes(col: list[object]) -> list[bytes | None]:
+    return [v.encode() if isinstance(v, str) else v for v in col]  # type: ignore[misc]
+
+
+def write_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
+    """Produce every row (runs in a Spark worker) and wait for all acknowledgements."""
+    producer = Producer(opts.bootstrap, client_id=opts.client_id, acks="all", linger_ms=opts.linger_ms,
+                        batch_size=opts.batch_size, request_timeout_ms=opts.request_timeout_ms, retries=3)
+    rows = 0
+    pending: deque[FutureRecordMetadata] = deque()
+    try:
+        for batch in batches:
+            n = batch.num_rows
+            if n == 0:
+                continue
+            names = batch.schema.names
+            values = _bytes(batch.column(names.index("value")).to_pylist())
+            keys = _bytes(batch.column(names.index("key")).to_pylist()) if "key" in names else [None] * n
+            if opts.topic is not None:
+                topics: list[str | None] = [opts.topic] * n
+            else:
+                topics = batch.column(names.index("topic")).to_pylist()
+            parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else [None] * n
+            headers = (batch.column(names.index("headers")).to_pylist() if "headers" in names else None)
+            send = producer.send
+            futures = pending.append
+            for i in range(n):
+                topic = topics[i]
+                if topic is None:
+                    raise SinkError(f"row {rows + i} has a null topic and the option topic is not set")
+                hdrs = [(h["key"], h["value"]) for h in headers[i]] if headers is not None and headers[i] else None
+                futures(send(topic, values[i], keys[i], hdrs, parts[i]))
+            rows += n
+            _check_done(pending)  # acknowledgements so far, while the rest is on the wire
+        producer.flush(opts.request_timeout_ms / 1000 + 5)
+        _check_done(pending)
+        if pending:
+            raise SinkError(f"{len(pending)} records were not acknowledged in time")
+    finally:
+        producer.close(5)
+    return WriteResult(rows)
+
+
+def _check_done(pending: deque[FutureRecordMetadata]) -> None:
+    """Drop acknowledged futures from the head of ``pending``; raise the first failure met."""
+    while pending and pending[0].done():
+        fut = pending.popleft()
+        if fut.exception() is not None:
+            raise SinkError(f"producing to {fut.topic}-{fut.partition} failed: {fut.exception()}")
+
+
+class BatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        check_schema(schema, opts)
+        check_reachable(opts.bootstrap)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        return write_batches(self.opts, iterator)
+
+
+class StreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+        check_schema(schema, opts)
+        check_reachable(opts.bootstrap)
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        return write_batches(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        return None
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        return None
