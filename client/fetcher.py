@@ -15,7 +15,7 @@ Rules and invariants:
   offset equals its position (otherwise the buffered data is stale and discarded). The position advances
   past every record returned, past skipped control batches and past the end of fully consumed batches.
 - Decoding: CRC checked (``check_crcs``), every codec decompressed (gzip, snappy, lz4, zstd: see
-  ``client.codecs``), control batches skipped, records below the fetch offset (a batch starting before it)
+  ``protocol.compression``), control batches skipped, records below the fetch offset (a batch starting before it)
   skipped, a partial trailing batch ignored.
 - Unknown positions (None) are set with the reset policy before fetching (policy "none" raises
   ``NoOffsetForPartitionError``); a consumer sets them from committed offsets first.
@@ -35,7 +35,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from client.codecs import decode_batch
 from client.connection import ResponseFuture
 from client.consumer_protocol import TopicPartition, group_by_topic
 from client.errors import (
@@ -47,7 +46,7 @@ from client.errors import (
 )
 from client.offsets import LIST_OFFSETS, RESET_POLICIES, Positions, list_offsets_body, parse_list_offsets
 from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, split_batches
+from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, decode_batch, split_batches
 
 log = logging.getLogger(__name__)
 

@@ -37,12 +37,13 @@ from queue import Queue
 from typing import Any, Self
 
 from client.cluster import Cluster
-from client.codecs import build_batch, codec_for
 from client.connection import BrokerConnection, ResponseFuture
 from client.consumer_protocol import TopicPartition, group_by_topic
 from client.errors import BrokerResponseError, IllegalStateError, KafkaError, error_for
 from client.partitioner import DefaultPartitioner
+from protocol.compression import codec_for
 from protocol.errors import ErrorCode, is_retriable
+from protocol.record_batch import build_batch
 
 log = logging.getLogger(__name__)
 

@@ -25,20 +25,22 @@ Rules:
   `validate_batch` checks one whole batch (magic, length, CRC).
 - Replay (a coordinator loads ~1M records at startup) uses `decode_batch_key_values`/`decode_key_values`:
   the same checks and errors as `decode_batch`/`decode_records`, but (key, value) pairs instead of Records.
-- Codecs: none and gzip are encoded and decoded; snappy, lz4 and zstd raise
-  `UnsupportedCompressionError` (a `CorruptBatchError`) when records must be decoded or encoded.
+- Codecs: all five of Kafka's (none, gzip, snappy, lz4, zstd) are encoded and decoded through
+  `protocol.compression`; a codec number Kafka does not define raises `UnsupportedCompressionError` (a
+  `CorruptBatchError`) when records must be decoded or encoded.
 """
 
 from __future__ import annotations
 
 import enum
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import crc32c
+
+from protocol import compression
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -47,7 +49,7 @@ MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49
 CRC_START = 21
 MAGIC_OFFSET = 16
 MAGIC = 2
-DEFAULT_MAX_DECOMPRESSED = 128 * 1024 * 1024
+DEFAULT_MAX_DECOMPRESSED = compression.DEFAULT_MAX_DECOMPRESSED
 
 CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
@@ -64,7 +66,7 @@ class CorruptBatchError(ValueError):
 
 
 class UnsupportedCompressionError(CorruptBatchError):
-    """The batch uses a codec we cannot (yet) encode or decode: snappy, lz4, zstd."""
+    """The batch names a codec number that Kafka does not define (5-7)."""
 
 
 class Compression(enum.IntEnum):
@@ -476,29 +478,19 @@ def _read_headers(data: bytes, p: int, end: int) -> tuple[tuple[Header, ...], in
 
 
 def _compress(codec: int, data: bytes) -> bytes:
-    if codec == Compression.NONE:
-        return data
-    if codec == Compression.GZIP:
-        c = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: gzip container, as Kafka writes
-        return c.compress(data) + c.flush()
-    raise UnsupportedCompressionError(f"compression codec {_codec_name(codec)} is not supported yet")
+    try:
+        return compression.compress(codec, data)
+    except compression.UnknownCodecError as exc:
+        raise UnsupportedCompressionError(str(exc)) from None
 
 
 def _decompress(codec: int, data: bytes, max_bytes: int) -> bytes:
-    if codec == Compression.NONE:
-        return data
-    if codec == Compression.GZIP:
-        d = zlib.decompressobj(47)  # 32 + 15: gzip or zlib header, detected
-        try:
-            out = d.decompress(data, max_bytes)
-        except zlib.error as exc:
-            raise CorruptBatchError(f"gzip: {exc}") from None
-        if d.unconsumed_tail:
-            raise CorruptBatchError(f"gzip payload decompresses to more than {max_bytes} bytes")
-        if not d.eof:
-            raise CorruptBatchError("gzip payload is truncated")
-        return out
-    raise UnsupportedCompressionError(f"compression codec {_codec_name(codec)} is not supported yet")
+    try:
+        return compression.decompress(codec, data, max_bytes)
+    except compression.UnknownCodecError as exc:
+        raise UnsupportedCompressionError(str(exc)) from None
+    except compression.CompressionError as exc:
+        raise CorruptBatchError(str(exc)) from None
 
 
 def _codec_name(codec: int) -> str:
