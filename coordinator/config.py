@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,18 @@ class Key:
     min: int | None = None
     max: int | None = None
     choices: tuple[str, ...] = ()
+    check: Callable[[Any], object] | None = None  # raises ValueError on a bad value
+
+
+def parse_per_ip_overrides(text: str) -> dict[str, int]:
+    """``host:count,host:count`` (Kafka's ``max.connections.per.ip.overrides``); ValueError names a bad entry."""
+    out: dict[str, int] = {}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        host, sep, count = entry.rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ValueError(f"{entry!r} is not host:count")
+        out[host] = int(count)
+    return out
 
 
 KEYS: tuple[Key, ...] = (
@@ -60,6 +72,13 @@ KEYS: tuple[Key, ...] = (
     Key("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame; larger closes.", 1024),
     Key("max.connections", int, 10_000, "Most open client connections.", 1),
     Key("max.inflight.requests.per.connection", int, 100, "Requests read ahead per connection (ours).", 1),
+    Key("socket.max.pending.response.bytes", int, 1 << 20, "A connection is not read while the answers it has "
+        "not taken exceed this many bytes (ours; Kafka mutes a channel until its answer is sent).", 1024),
+    Key("connections.max.idle.ms", int, 600_000, "Close a connection that sent no whole request for this "
+        "long (none pending; a half-sent frame counts as none).", 1),
+    Key("max.connections.per.ip", int, 2**31 - 1, "Most open connections from one address.", 0),
+    Key("max.connections.per.ip.overrides", str, "", "Per-address limits, 'host:count,host:count'.",
+        check=parse_per_ip_overrides),
     Key("message.max.bytes", int, 1_048_588, "Largest record batch accepted by Produce.", 64),
     Key("log.message.timestamp.type", str, "CreateTime", "User topics: CreateTime keeps the producer's "
         "timestamps; LogAppendTime stamps each batch with the time it is appended.",
@@ -141,6 +160,8 @@ def coerce(name: str, raw: Any, source: str) -> Any:
             if not isinstance(raw, (str, int)):
                 raise ValueError(f"expected a string, got {raw!r}")
             value = str(raw)
+        if key.check is not None:
+            key.check(value)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"bad value for {name} (from {source}): {e}") from None
     if key.choices and value not in key.choices:

@@ -85,6 +85,9 @@ class Metrics:
         self.errors = Counter("groupcoord_protocol_errors", "Connections closed for protocol violations, by "
                               "kind.", ["kind"], registry=r)
         self.connections = Gauge("groupcoord_connections", "Open client connections.", registry=r)
+        self.connections_closed = Counter("groupcoord_connections_closed", "Connections refused or closed by "
+                                          "a limit, by reason (max_connections, max_connections_per_ip, idle).",
+                                          ["reason"], registry=r)
         self.rebalances = Counter("groupcoord_rebalances", "Rebalances started, by reason.", ["reason"],
                                   registry=r)
         self.rebalance_seconds = Histogram("groupcoord_rebalance_duration_seconds", "Time from a rebalance "

@@ -22,6 +22,7 @@ import trio
 from coordinator.config import Config
 from coordinator.core.coordinator import SUPPORTED_APIS
 from coordinator.metrics import Metrics
+from coordinator.runtime.connection_limits import ConnectionLimits
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
 from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config
@@ -44,6 +45,11 @@ log = logging.getLogger("groupcoord.broker")
 Handler = Callable[[Request, "Slot"], None]
 
 
+def _has_top_level_error(api_key: int, version: int) -> bool:
+    schema = ALL.get(api_key)
+    return schema is not None and any(f.name == "error_code" and f.present_in(version) for f in schema.response)
+
+
 class Broker:
     def __init__(self, config: Config, metrics: Metrics) -> None:
         self.config = config
@@ -60,6 +66,8 @@ class Broker:
         # api key -> hot decoder: request payload -> the generic decoder's Request, or None (use the generic)
         self.hot_decoders: dict[int, Callable[[bytes], Request | None]] = {}
         self.connections: set[Connection] = set()
+        self.limits = ConnectionLimits(config, metrics, time.monotonic)
+        self.connection_log = self.limits.protocol_log
         self.logs: LogManager | None = None
         self.journal: Journal | None = None
         self.groups: GroupService | None = None
@@ -124,6 +132,7 @@ class Broker:
                                 self.config["log.retention.check.interval.ms"] / 1000)
             background.start_soon(self._checkpoint_loop)
             background.start_soon(self._compaction_loop)
+            background.start_soon(self._idle_loop)
             try:
                 yield
             finally:
@@ -191,15 +200,32 @@ class Broker:
             raise ProtocolError(f"api {request.api_key} is declared but not served")
         try:
             handler(request, slot)
-        except Exception:
-            log.exception("handler for api %s v%s failed", request.api_key, request.version)
+        except Exception as e:
+            # A bug (handlers change no state before their last step that can fail). The client gets
+            # UNKNOWN_SERVER_ERROR where the answer has a top-level error code; otherwise it would wait
+            # forever for this correlation id, so its connection is closed. One line; the trace at DEBUG.
             self.metrics.protocol_error("handler_bug")
+            self.connection_log.error("handler for api %s v%s failed: %s: %s", request.api_key, request.version,
+                                      type(e).__name__, e)
+            log.debug("handler failure", exc_info=True)
+            if not slot.done and _has_top_level_error(request.api_key, request.version):
+                try:
+                    slot.complete({"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "throttle_time_ms": 0})
+                    return
+                except Exception:  # the error answer itself cannot be encoded: close
+                    pass
             slot.complete(None)
-            # the client would wait forever for this correlation id: close its connection instead
             raise ProtocolError(f"internal error serving api {request.api_key}") from None
+
+    async def _idle_loop(self) -> None:
+        """Close connections idle past ``connections.max.idle.ms`` (see connection_limits)."""
+        while True:
+            await trio.sleep(self.limits.check_interval_s)
+            self.limits.reap_idle(list(self.connections), trio.current_time())
 
     def connection_opened(self, conn: Connection) -> None:
         self.connections.add(conn)
+        self.limits.opened(conn.host)
         self.metrics.connections.set(len(self.connections))
 
     def connection_closed(self, conn: Connection) -> None:
@@ -207,7 +233,9 @@ class Broker:
             self.groups.connection_closed(conn)
         if self.commit is not None:
             self.commit.forget(conn.key)
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.limits.closed(conn.host)
         self.metrics.connections.set(len(self.connections))
 
     # ---------------------------------------------------------------- ApiVersions

@@ -62,6 +62,8 @@ log = logging.getLogger("groupcoord.connection")
 
 API_VERSIONS = 18
 READ_BYTES = 65536
+TURN_REQUESTS = 128  # frames one turn serves of one connection before the others get theirs
+DONE, FULL, TURN = 0, 1, 2  # what stopped a turn: the frames read ran out, a budget is full, the turn's share
 _keys = itertools.count(1)  # connection keys: unique for the process's life (never reused like fds)
 
 
@@ -105,6 +107,9 @@ class Connection:
         self.slots: deque[Slot] = deque()
         self.reader = FrameReader(broker.config["socket.request.max.bytes"])
         self.max_inflight = broker.config["max.inflight.requests.per.connection"]
+        self.budget = broker.config["socket.max.pending.response.bytes"]
+        self.last_request = trio.current_time()  # when a whole request was last read (idle reaping)
+        self.deferred = False  # in the poller's backlog: whole frames wait in the reader for a turn
         self.dispatching = False
         self._hot_decoders = broker.hot_decoders
         self._out: list[bytes] = []  # response frames ready to send, all ahead of every slot
@@ -125,6 +130,11 @@ class Connection:
     @property
     def fd(self) -> int | None:
         return self._fd
+
+    @property
+    def ended(self) -> bool:
+        """Reading has ended (EOF, an error, a protocol violation)."""
+        return self._ended is not None
 
     def can_hand_off(self, slot: Slot) -> bool:
         """Whether ``slot``'s answer may be written by the fsync child now: every slot ahead of it is
@@ -197,7 +207,8 @@ class Connection:
     # ---------------------------------------------------------------- reading: sockets, through the poller
     async def _polled_reads(self) -> None:
         """The reads of a socket connection are served by the run's ``Poller`` (``on_readable``); this task
-        only waits for the end, and for room when the in-flight cap paused the reading."""
+        only waits for the end, and for room when a budget (the in-flight cap, the unsent answers' bytes)
+        paused the reading."""
         poller = Poller.current()
         poller.add(self)
         try:
@@ -208,7 +219,8 @@ class Connection:
                 self._paused = trio.Event()
                 await self._wait_for_room()
                 await self._flush()  # a client that does not read its answers is not read either
-                if not self._serve_frames():  # the frames read meanwhile; paused again at the cap
+                state = self._serve_frames()  # the frames read meanwhile
+                if state == FULL:
                     self._paused.set()
                     continue
                 if self._out:
@@ -218,14 +230,18 @@ class Connection:
                 if self._out:  # the kernel did not take it all: send it before reading more
                     self._paused.set()
                     continue
-                poller.add(self)
+                if state == TURN:
+                    poller.defer(self)
+                else:
+                    poller.add(self)
         finally:
             poller.remove(self)
         if isinstance(self._ended, BaseException):
             raise self._ended
 
     def on_readable(self) -> None:
-        """The poller saw data (or EOF) on the socket: read once, serve every whole frame, send what is ready."""
+        """The poller saw data (or EOF) on the socket: read once, serve a turn of whole frames, send what is
+        ready."""
         try:
             data = os.read(self._fd, READ_BYTES)  # type: ignore[arg-type]
         except BlockingIOError:
@@ -237,12 +253,26 @@ class Connection:
             self._end(True)
             return
         self.reader.feed(data)
-        if self._serve_frames() and self._out and self._ended is None:
+        self.on_turn()
+
+    def on_turn(self) -> None:
+        """Serve one turn of the frames read (from ``on_readable``, or from the poller's backlog when a turn
+        left whole frames behind): at most ``TURN_REQUESTS``, and only while the answers held stay within
+        the byte budget. Then: paused (a budget is full, or the kernel did not take the answers: the
+        connection's task resumes it), deferred to the backlog (frames left), or reading again."""
+        state = self._serve_frames()
+        if self._out and self._ended is None:
             self._send_now()
-        if self._ended is None and (self._out or len(self.slots) >= self.max_inflight):
-            # the cap, or answers the kernel did not take: no more reads until there is room / they are sent
-            Poller.current().remove(self)
+        if self._ended is not None:
+            return
+        poller = Poller.current()
+        if state == FULL or self._out:
+            poller.remove(self)
             self._paused.set()
+        elif state == TURN:
+            poller.defer(self)
+        else:
+            poller.add(self)
 
     def fail(self, error: Exception) -> None:
         """Serving a read raised (a bug): end the connection with that error."""
@@ -283,16 +313,21 @@ class Connection:
             if not data:
                 return
             self.reader.feed(data)
-            while not self._serve_frames():
-                await self._wait_for_room()
+            while (state := self._serve_frames()) != DONE:
+                if state == FULL:
+                    await self._wait_for_room()
+                else:
+                    await self._flush()
+                    await trio.lowlevel.checkpoint()
             if self._ended is not None:
                 return
             if self._out:
                 await self._flush()
 
-    def _serve_frames(self) -> bool:
-        """Serve every whole frame read so far; False if the in-flight cap stopped it (the rest waits for
-        room). A protocol error ends the connection (``_ended``)."""
+    def _serve_frames(self) -> int:
+        """Serve the whole frames read so far, for one turn: DONE when none is left, FULL when the in-flight
+        cap or the byte budget of held answers stopped it, TURN after ``TURN_REQUESTS`` frames (the rest
+        stays in the frame reader either way). A protocol error ends the connection (``_ended``)."""
         hot_get = self.broker.hot.get
         slots = self.slots
         next_frame = self.reader.next_frame
@@ -300,20 +335,27 @@ class Connection:
         started = trio.current_time()
         hot: list[int] = []  # api key of each request answered on the hot path in this read
         out = self._out
+        budget = self.budget
+        held = sum(map(len, out)) if out else 0  # bytes of answers held here, counted as they are made
+        served = 0
         self.dispatching = True
-        done = True
+        done = DONE
         try:
             while True:
-                # the cap holds per frame: one read may carry thousands of small requests
-                if len(slots) >= max_inflight:
+                # the budgets hold per frame: one read may carry thousands of small requests
+                if len(slots) >= max_inflight or held >= budget:
                     self._collect()
                     out = self._out
-                    if len(slots) >= max_inflight:
-                        done = False
+                    if len(slots) >= max_inflight or held >= budget:
+                        done = FULL
                         break
+                if served >= TURN_REQUESTS:
+                    done = TURN
+                    break
                 payload = next_frame()
                 if payload is None:
                     break
+                served += 1
                 # hot path: api keys below 256, handler by the key's low byte (see Broker.hot)
                 if len(payload) >= 10 and not payload[0]:
                     api_key = payload[1]
@@ -327,28 +369,43 @@ class Connection:
                             slots.append(slot)
                         else:
                             out.append(frame)
+                        held += len(frame)
                         continue
                 self._dispatch(payload)
+                if slots and (last := slots[-1]).done and last.frame is not None:  # answered at once
+                    held += len(last.frame)
         except ProtocolError as e:
             self.broker.metrics.protocol_error(type(e).__name__)
-            log.warning("closing connection %s (client %s): %s", self.peer, self.client_id, e)
+            self.broker.connection_log.warning("closing connection %s (client %s): %s", self.peer,
+                                               self.client_id, e)
             self._end(True)
-            return True
+            return DONE
         finally:
             self.dispatching = False
+            if served:
+                self.last_request = started
         if hot:
             self._count_hot(hot, started)
         if slots:
             self._collect()
         return done
 
+    def held_bytes(self) -> int:
+        """Bytes of answers held here: ready to send, or done behind a slot still pending."""
+        return sum(map(len, self._out)) + sum(len(s.frame) for s in self.slots if s.done and s.frame)
+
+    def _full(self) -> bool:
+        return len(self.slots) >= self.max_inflight or self.held_bytes() >= self.budget
+
     async def _wait_for_room(self) -> None:
-        """Until fewer than ``max_inflight`` slots are open: what is ready goes out meanwhile."""
+        """Until fewer than ``max_inflight`` slots are open and the answers held are below the byte budget:
+        what is ready goes out meanwhile (a client that does not read keeps this waiting: it slows only
+        itself)."""
         self._collect()
-        while len(self.slots) >= self.max_inflight:
+        while self._full():
             await self._flush()
             self._room = trio.Event()
-            if len(self.slots) < self.max_inflight:
+            if not self._full():
                 break
             await self._room.wait()
 

@@ -9,8 +9,13 @@ Rules:
 - One ``select.epoll`` holds the sockets of the connections that are reading (level-triggered ``EPOLLIN``);
   the poller task parks in ``wait_readable`` on that epoll's descriptor, so trio wakes it once for every
   batch of ready sockets. It then calls ``on_readable()`` of each ready connection, once per wake-up (one
-  read of at most 64 KiB each: a busy client cannot starve the others, and what it left in the kernel is
-  reported again at the next wake-up), and parks again, which lets the other tasks run.
+  read of at most 64 KiB each, what it left in the kernel is reported again at the next wake-up), and
+  parks again, which lets the other tasks run.
+- Fair serving: one turn serves at most ``TURN_REQUESTS`` frames of a connection. A connection whose turn
+  left whole frames in its reader is ``defer``red: it leaves the epoll (nothing more is read from it) and
+  joins the backlog; each round of the poller gives every backlogged connection one more turn
+  (``on_turn``), after a checkpoint that lets every other task and ready socket run first. So a client
+  that pipelines thousands of requests slows itself, not its neighbours.
 - ``on_readable`` never awaits: it reads, serves the frames and sends what is ready; whatever must wait
   (a full socket, the in-flight cap, the end of the connection) is handed to the connection's own tasks.
 - A connection is in the epoll from ``add`` to ``remove``, and is removed before its socket is closed: the
@@ -23,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 import select
+from collections import deque
 from typing import TYPE_CHECKING
 
 import trio
@@ -38,6 +44,7 @@ class Poller:
     def __init__(self) -> None:
         self._epoll = select.epoll()
         self._conns: dict[int, Connection] = {}
+        self._backlog: deque[Connection] = deque()
 
     @staticmethod
     def current() -> Poller:
@@ -58,6 +65,13 @@ class Poller:
         self._conns[fd] = conn
         self._epoll.register(fd, select.EPOLLIN)
 
+    def defer(self, conn: Connection) -> None:
+        """``conn`` has whole frames left after its turn: out of the epoll, into the backlog."""
+        self.remove(conn)
+        if not conn.deferred:
+            conn.deferred = True
+            self._backlog.append(conn)
+
     def remove(self, conn: Connection) -> None:
         fd = conn.fd
         if fd is None or self._conns.get(fd) is not conn:
@@ -71,9 +85,13 @@ class Poller:
     async def _run(self) -> None:
         epoll = self._epoll
         conns = self._conns
+        backlog = self._backlog
         try:
             while True:
-                await trio.lowlevel.wait_readable(epoll.fileno())
+                if backlog:
+                    await trio.lowlevel.checkpoint()  # the others' turn first
+                else:
+                    await trio.lowlevel.wait_readable(epoll.fileno())
                 for fd, _ in epoll.poll(0, MAX_EVENTS):
                     conn = conns.get(fd)
                     if conn is None:
@@ -81,6 +99,15 @@ class Poller:
                     try:
                         conn.on_readable()
                     except Exception as e:  # a bug serving one connection ends that connection only
+                        conn.fail(e)
+                for _ in range(len(backlog)):
+                    conn = backlog.popleft()
+                    conn.deferred = False
+                    if conn.closed or conn.ended:
+                        continue
+                    try:
+                        conn.on_turn()
+                    except Exception as e:
                         conn.fail(e)
         finally:
             epoll.close()

@@ -4,7 +4,8 @@ Rules:
 - ``serve(config, task_status=...)`` binds the Kafka listener (and the metrics port unless -1), then reports
   ``Bound(port, metrics_port)`` through ``task_status.started`` so tests can start it on port 0.
 - Accept errors from resource exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM) are logged and retried after a
-  short sleep; connections beyond ``max.connections`` are closed at once.
+  short sleep; connections beyond ``max.connections`` or their address's limit are closed at once
+  (connection_limits.py).
 - Shutdown (cancelling ``serve`` or SIGTERM/SIGINT via ``run``): stop accepting at once, give open
   connections ``shutdown.grace.ms`` to finish in-flight requests, then cancel them, flush and close storage.
 """
@@ -47,15 +48,14 @@ async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: t
                 await trio.sleep(0.1)
                 continue
             raise
-        if len(broker.connections) >= broker.config["max.connections"]:
-            log.warning("max.connections reached; refusing a connection")
-            await stream.aclose()
-            continue
         try:
             host, port = stream.socket.getpeername()[:2]
             peer = f"{host}:{port}"
         except OSError:
-            peer = "?"
+            host, peer = "?", "?:?"
+        if not broker.limits.admit(host, len(broker.connections)):
+            await stream.aclose()
+            continue
         conn = Connection(stream, broker, peer)
         broker.connection_opened(conn)
         nursery.start_soon(conn.run)

@@ -1,5 +1,6 @@
 """Connection rules, over an in-memory stream: the in-flight cap holds per frame, a handler bug closes the
-connection (never leaves a client waiting for an answer that will not come)."""
+connection or is answered with UNKNOWN_SERVER_ERROR (never leaves a client waiting for an answer that will
+not come)."""
 
 from __future__ import annotations
 
@@ -46,22 +47,36 @@ async def _serve_40(client, conn, broker, frames) -> None:  # type: ignore[no-un
         await client.aclose()
 
 
-def test_a_handler_bug_becomes_a_protocol_error_that_closes_the_connection() -> None:
+class FakeSlot:
+    done = False
+    body: dict | None = None
+
+    def complete(self, body) -> None:  # type: ignore[no-untyped-def]
+        self.done, self.body = True, body
+
+
+def broken_broker(api_key: int) -> Broker:
     broker = Broker(Config({}), Metrics())
 
     def broken(request, slot) -> None:  # type: ignore[no-untyped-def]
         raise KeyError("bug")
 
-    broker.handlers[18] = broken
+    broker.handlers[api_key] = broken
+    return broker
 
-    class FakeSlot:
-        done = False
 
-        def complete(self, body) -> None:  # type: ignore[no-untyped-def]
-            self.done = True
-
+def test_a_handler_bug_without_an_error_field_closes_the_connection() -> None:
+    """Metadata's answer has no top-level error code: the connection is closed (a protocol error)."""
     slot = FakeSlot()
-    request = codec.decode_request(codec.encode_request(18, 0, 1, "t", {})[4:])
+    request = codec.decode_request(codec.encode_request(3, 1, 1, "t", {"topics": []})[4:])
     with pytest.raises(ProtocolError, match="internal error"):
-        broker.handle(request, slot)  # type: ignore[arg-type]
-    assert slot.done
+        broken_broker(3).handle(request, slot)  # type: ignore[arg-type]
+    assert slot.done and slot.body is None
+
+
+def test_a_handler_bug_is_answered_with_unknown_server_error_where_the_api_has_one() -> None:
+    slot = FakeSlot()
+    request = codec.decode_request(codec.encode_request(12, 4, 1, "t", {"group_id": "g", "generation_id": 1,
+                                                                        "member_id": "m"})[4:])
+    broken_broker(12).handle(request, slot)  # type: ignore[arg-type]
+    assert slot.done and slot.body is not None and slot.body["error_code"] == -1
