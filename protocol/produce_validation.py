@@ -20,7 +20,9 @@ Rules, in the order Kafka applies them (the first failing one decides):
   INVALID_TIMESTAMP. At most ``MAX_RECORD_ERRORS`` record errors are reported (memory stays bounded).
 - Transactional batches are the caller's to refuse (the whole request, as Kafka does without a
   transactional id); ``Checked.transactional`` says so.
-Uncompressed records are walked where they lie (no copy); nothing is decoded into objects.
+Records are parsed by aiokafka's Cython record reader when it is installed (a dependency: ~0.15 us a
+record against ~1.1 us for ours), on one copy of the (decompressed) records; a refusal, or no such reader,
+falls back to ``_walk``, which walks them where they lie without decoding and names the bad record.
 """
 
 from __future__ import annotations
@@ -142,7 +144,9 @@ def _check_records(records: bytes | memoryview, h: BatchHeader, codec: int, rule
     want_ts = not rules.log_append_time and (rules.timestamp_before_max_ms is not None
                                               or rules.timestamp_after_max_ms is not None)
     bad_type = bool(h.attributes & TIMESTAMP_TYPE_MASK) and rules.log_append_time
-    walked = _walk(data, start, len(data), h.record_count, want_ts or bad_type, rules.compacted)
+    walked = _walk_fast(records, data, start, h, want_ts or bad_type, rules.compacted)
+    if walked is None:  # no C reader, or it refused the records: ours walks them (and names the bad one)
+        walked = _walk(data, start, len(data), h.record_count, want_ts or bad_type, rules.compacted)
     if isinstance(walked, Refusal):
         return walked
     errors: list[tuple[int, str]] = []
@@ -181,10 +185,57 @@ class _Walked:
     keyless: list[int]
 
 
+_C_READER: object = None  # aiokafka's Cython DefaultRecordBatch, once looked up (False: not installed)
+
+
+def _c_reader() -> type | None:
+    global _C_READER
+    if _C_READER is None:
+        try:
+            from aiokafka.record._crecords import DefaultRecordBatch
+            _C_READER = DefaultRecordBatch
+        except ImportError:
+            _C_READER = False
+    return _C_READER or None  # type: ignore[return-value]
+
+
+def _walk_fast(records: bytes | memoryview, data: bytes | memoryview, start: int, h: BatchHeader,
+               want_ts: bool, want_keys: bool) -> _Walked | None:
+    """The records parsed by aiokafka's Cython record reader (~7x faster than ``_walk``), with the checks
+    it does not make (offset deltas 0..n-1, keys, timestamps) made on what it returns. None when that reader
+    is not installed or refuses the records (then ``_walk`` decides and names the record)."""
+    reader = _c_reader()
+    if reader is None:
+        return None
+    if start:  # uncompressed: the batch itself
+        buf = bytearray(records)
+    else:  # the decompressed records behind the header, marked uncompressed
+        buf = bytearray(records[:HEADER_SIZE])
+        buf[22] &= ~0x07
+        buf += data
+    keyless: list[int] = []
+    deltas: list[int] = []
+    base = h.base_timestamp
+    i = -1
+    try:
+        for i, r in enumerate(reader(buf)):  # each record dropped as soon as it is checked
+            if r.offset != i:
+                return None
+            if want_keys and r.key is None:
+                keyless.append(i)
+            if want_ts:
+                deltas.append(r.timestamp - base)
+    except Exception:
+        return None
+    return _Walked(deltas, keyless) if i + 1 == h.record_count else None
+
+
 def _walk(data: bytes | memoryview, pos: int, stop: int, count: int, want_ts: bool,
           want_keys: bool) -> _Walked | Refusal:
     """Check ``count`` records in ``data[pos:stop]`` without decoding them: lengths, varints, offset deltas,
-    headers, and that they use every byte. One-byte varints are read inline (the common case)."""
+    headers, and that they use every byte. One-byte varints (and two-byte lengths) are read inline, the
+    common case; anything else goes through ``_read_varint``. This loop is the cost of validation (~1 us a
+    record): keep it free of calls and allocations."""
     read = _read_varint
     ts_deltas: list[int] = []
     keyless: list[int] = []
@@ -193,52 +244,64 @@ def _walk(data: bytes | memoryview, pos: int, stop: int, count: int, want_ts: bo
         for i in range(count):
             b = data[pos]
             if b < 0x80:
-                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
             else:
                 length, pos = read(data, pos)
             end = pos + length
             if length < 6 or end > stop:
                 return _bad(i, f"record length {length} with {stop - pos} bytes left")
-            p = pos + 1  # attributes: unused by magic 2
-            b = data[p]
+            b = data[pos + 1]  # after the attributes (unused by magic 2): the timestamp delta
             if b < 0x80:
-                ts, p = (b >> 1) ^ -(b & 1), p + 1
+                ts = (b >> 1) ^ -(b & 1)
+                p = pos + 2
             else:
-                ts, p = read(data, p)
-            b = data[p]
-            if b < 0x80:
-                off, p = (b >> 1) ^ -(b & 1), p + 1
+                ts, p = read(data, pos + 1)
+            if data[p] == i << 1 and i < 64:  # the offset delta, zigzag, one byte: record i must say i
+                p += 1
             else:
                 off, p = read(data, p)
-            if off != i:
-                return _bad(i, f"record {i} has offset delta {off}")
-            for _ in (0, 1):  # key, then value: -1 is null
-                b = data[p]
-                if b < 0x80:
-                    n, p = (b >> 1) ^ -(b & 1), p + 1
-                else:
-                    n, p = read(data, p)
-                if n < -1 or p + max(n, 0) > end:
-                    return _bad(i, f"record {i} declares a field of {n} bytes")
-                if n == -1 and want_keys and _ == 0:
-                    keyless.append(i)
-                p += max(n, 0)
-            b = data[p]
+                if off != i:
+                    return _bad(i, f"record {i} has offset delta {off}")
+            b = data[p]  # key length
             if b < 0x80:
-                nh, p = (b >> 1) ^ -(b & 1), p + 1
+                if b & 1:
+                    if b != 1:
+                        return _bad(i, f"record {i} declares a key of {(b >> 1) ^ -1} bytes")
+                    if want_keys:
+                        keyless.append(i)
+                    p += 1
+                else:
+                    p += 1 + (b >> 1)
             else:
-                nh, p = read(data, p)
-            if nh < 0 or nh > end - p:
-                return _bad(i, f"record {i} declares {nh} headers")
-            for _ in range(nh):
-                hk, p = read(data, p)
-                if hk < 0 or p + hk > end:
-                    return _bad(i, f"record {i} has a header key of {hk} bytes")
-                p += hk
-                hv, p = read(data, p)
-                if hv < -1 or p + max(hv, 0) > end:
-                    return _bad(i, f"record {i} has a header value of {hv} bytes")
-                p += max(hv, 0)
+                n, p = read(data, p)
+                if n < 0:
+                    return _bad(i, f"record {i} declares a key of {n} bytes")
+                p += n
+            b = data[p]  # value length
+            if b < 0x80:
+                if b & 1:
+                    if b != 1:
+                        return _bad(i, f"record {i} declares a value of {(b >> 1) ^ -1} bytes")
+                    p += 1
+                else:
+                    p += 1 + (b >> 1)
+            elif data[p + 1] < 0x80 and not b & 1:
+                p += 2 + (((b & 0x7F) | (data[p + 1] << 7)) >> 1)
+            else:
+                n, p = read(data, p)
+                if n < -1:
+                    return _bad(i, f"record {i} declares a value of {n} bytes")
+                if n > 0:
+                    p += n
+            if p >= end:
+                return _bad(i, f"record {i}'s fields run past its {length} bytes")
+            if data[p] == 0:  # no headers: the common case
+                p += 1
+            else:
+                p = _headers(data, p, end, i)
+                if p < 0:
+                    return _bad(i, f"record {i} has malformed headers")
             if p != end:
                 return _bad(i, f"record {i} declares {length} bytes but uses {p - pos}")
             if want_ts:
@@ -250,6 +313,24 @@ def _walk(data: bytes | memoryview, pos: int, stop: int, count: int, want_ts: bo
         return Refusal(ErrorCode.INVALID_RECORD, f"Incorrect declared batch size: {stop - pos} bytes remain "
                        f"after {count} records")
     return _Walked(ts_deltas, keyless)
+
+
+def _headers(data: bytes | memoryview, p: int, end: int, i: int) -> int:
+    """Skip a record's headers at ``p``; the position after them, or -1 if they are malformed."""
+    read = _read_varint
+    nh, p = read(data, p)
+    if nh < 0 or nh > end - p:
+        return -1
+    for _ in range(nh):
+        hk, p = read(data, p)
+        if hk < 0 or p + hk > end:
+            return -1
+        p += hk
+        hv, p = read(data, p)
+        if hv < -1 or p + max(hv, 0) > end:
+            return -1
+        p += max(hv, 0)
+    return p
 
 
 def _bad(index: int, why: str) -> Refusal:
