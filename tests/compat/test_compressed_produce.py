@@ -50,7 +50,7 @@ def test_confluent_batches_of_every_codec_are_accepted(server: ServerProcess, co
 
 
 @pytest.mark.compat
-@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])  # kafka-python's snappy needs python-snappy
+@pytest.mark.parametrize("codec", list(CODECS))
 def test_kafka_python_batches_of_every_codec_are_accepted(server: ServerProcess, codec: str) -> None:
     from kafka import KafkaProducer
 
