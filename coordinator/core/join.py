@@ -6,7 +6,7 @@ member id for an unknown group (UNKNOWN_MEMBER_ID) -> group.max.size (GROUP_MAX_
 members awaiting join while PreparingRebalance, all members otherwise) -> protocol type/protocols
 compatible with the group (INCONSISTENT_GROUP_PROTOCOL).
 New members (empty member id) get the id "<client_id>-<uuid>" ("<group_instance_id>-<uuid>" for static
-members); from v4 a dynamic new member is only registered as pending and answered MEMBER_ID_REQUIRED
+members; the prefix cut to 1,024 characters, so the id fits every string field that carries it); from v4 a dynamic new member is only registered as pending and answered MEMBER_ID_REQUIRED
 (KIP-394) and must rejoin with that id before its session timeout. A static member that rejoins with an
 empty member id replaces its old id (the old id's parked requests get FENCED_INSTANCE_ID); in a Stable
 group whose selected protocol would not change this needs no rebalance: the new id is written to the log
@@ -34,6 +34,8 @@ from .rebalance import (
     try_complete_join,
 )
 from .responses import join_response
+
+MEMBER_ID_PREFIX_CHARS = 1024  # a 32767-byte client id must not make an id that no string field can carry
 
 
 def handle_join(env: Env, fx: Effects, version: int, req: dict, token: object,
@@ -127,7 +129,8 @@ class _JoinCall:
 
     def _new_member(self) -> None:
         env, group = self.env, self.group
-        new_id = f"{self.instance_id if self.instance_id is not None else self.client_id}-{env.new_id()}"
+        prefix = self.instance_id if self.instance_id is not None else self.client_id
+        new_id = f"{prefix[:MEMBER_ID_PREFIX_CHARS]}-{env.new_id()}"
         if self.instance_id is not None:
             old_id = group.current_static(self.instance_id)
             if old_id is not None:

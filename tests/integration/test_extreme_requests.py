@@ -95,9 +95,10 @@ def edge_body(fields: tuple[Field, ...], version: int, pick: int) -> dict[str, A
     return out
 
 
-def send(port: int, api_key: int, version: int, body: dict[str, Any], wait: float = 0.5) -> str:
+def send(port: int, api_key: int, version: int, body: dict[str, Any], wait: float = 0.5,
+         client_id: str | None = "extremes") -> str:
     """'answered', 'closed' or 'waiting' (no answer within ``wait``: a long poll or a join may wait)."""
-    frame = codec.encode_request(api_key, version, 7, "extremes", body)
+    frame = codec.encode_request(api_key, version, 7, client_id, body)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(frame)
         s.settimeout(wait)
@@ -137,7 +138,9 @@ def failures(log: str) -> list[str]:
 
 
 def test_every_field_at_its_minimum_then_its_maximum(srv: ServerProcess) -> None:
-    jobs = [(key, v, edge_body(ALL[key].request, v, pick)) for key, v in SERVED for pick in (0, 1)]
+    # the request header's client id at its edges too: null with the minimums, 32767 bytes with the maximums
+    jobs = [(key, v, edge_body(ALL[key].request, v, pick), 0.5, (None, LONG)[pick])
+            for key, v in SERVED for pick in (0, 1)]
     with ThreadPoolExecutor(8) as pool:
         outcomes = list(pool.map(lambda j: send(srv.port, *j), jobs))
     assert srv.alive()
@@ -203,3 +206,17 @@ def test_offset_commit_with_extreme_retention_is_answered(srv: ServerProcess) ->
                 assert part["committed_offset"] == 42, part
     assert failures(srv.log()) == []
 
+
+
+def test_a_member_with_the_longest_client_id_joins(srv: ServerProcess) -> None:
+    """A new member's id is made from its client id: a 32767-byte client id must still give an id that the
+    JoinGroup answer and the group's log record can carry."""
+    body = {"group_id": "long-client", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None}
+    first = codec.decode_response(11, 5, raw_exchange(srv.port, codec.encode_request(11, 5, 1, LONG, body)))[1]
+    assert first["error_code"] == 79 and first["member_id"].startswith("x" * 100)  # MEMBER_ID_REQUIRED
+    body["member_id"] = first["member_id"]
+    joined = codec.decode_response(11, 5, raw_exchange(srv.port, codec.encode_request(11, 5, 2, LONG, body)))[1]
+    assert (joined["error_code"], joined["generation_id"]) == (0, 1), joined
+    assert failures(srv.log()) == []
