@@ -25,6 +25,7 @@ from client.offsets import OFFSET_FETCH, OffsetAndMetadata, offset_fetch_body, p
 from protocol.errors import ErrorCode, error_name
 
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 16, 15, 42, 19, 20
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 _RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _RELOOKUP = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
@@ -201,6 +202,28 @@ class AdminClient:
         body = {"topic_names": names, "topics": [{"name": n} for n in names], "timeout_ms": timeout_ms}
         _, resp = self._controller().send(DELETE_TOPICS, body, timeout_ms=timeout_ms + self.request_timeout_ms)
         return [TopicResult(r["name"], r["error_code"], r.get("error_message")) for r in resp["responses"]]
+
+    def describe_topic_configs(self, name: str, *, synonyms: bool = False) -> list[dict[str, Any]]:
+        """A topic's configs (name, value, config_source, read_only, ...); KafkaError for an error."""
+        body = {"resources": [{"resource_type": 2, "resource_name": name, "configuration_keys": None}],
+                "include_synonyms": synonyms, "include_documentation": False}
+        _, resp = self._controller().send(DESCRIBE_CONFIGS, body)
+        (r,) = resp["results"]
+        if r["error_code"]:
+            raise KafkaError(f"{name}: {r['error_message'] or error_name(r['error_code'])}")
+        return list(r["configs"])
+
+    def alter_topic_configs(self, name: str, set_configs: Mapping[str, str] | None = None,
+                            delete: Iterable[str] = (), *, validate_only: bool = False) -> None:
+        """IncrementalAlterConfigs SET and DELETE on one topic; KafkaError for an error."""
+        ops = [{"name": k, "config_operation": 0, "value": v} for k, v in (set_configs or {}).items()]
+        ops += [{"name": k, "config_operation": 1, "value": None} for k in delete]
+        body = {"resources": [{"resource_type": 2, "resource_name": name, "configs": ops}],
+                "validate_only": validate_only}
+        _, resp = self._controller().send(INCREMENTAL_ALTER_CONFIGS, body)
+        (r,) = resp["responses"]
+        if r["error_code"]:
+            raise KafkaError(f"{name}: {r['error_message'] or error_name(r['error_code'])}")
 
     def list_topics(self) -> dict[str, TopicDescription]:
         self.cluster.refresh_metadata(None)

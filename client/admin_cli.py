@@ -179,9 +179,25 @@ def groups_reset_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------- topics
+_SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+
+
+def _key_values(pairs: Iterable[str] | None) -> dict[str, str]:
+    """``k=v`` arguments (as kafka-topics --config); ValueError names a bad one."""
+    out: dict[str, str] = {}
+    for item in pairs or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{item!r} is not key=value")
+        out[key] = value
+    return out
+
+
 def topics_create(admin: AdminClient, args: argparse.Namespace) -> int:
-    results = admin.create_topics([NewTopic(args.topic, args.partitions, 1)])
-    table(["TOPIC", "RESULT"], [(r.name, r.error or f"created ({args.partitions} partitions)") for r in results])
+    results = admin.create_topics([NewTopic(args.topic, args.partitions, 1, _key_values(args.config))])
+    table(["TOPIC", "RESULT"], [(r.name, (f"{r.error}: {r.error_message}" if r.error_message else r.error)
+                                 if r.error_code else f"created ({args.partitions} partitions)") for r in results])
     return 1 if any(r.error_code for r in results) else 0
 
 
@@ -205,7 +221,18 @@ def topics_describe(admin: AdminClient, args: argparse.Namespace) -> int:
               [(tp.partition, admin.cluster.leader_for(name, tp.partition), start[tp], end[tp], end[tp] - start[tp])
                for tp in tps])
         print()
+        configs = admin.describe_topic_configs(name)
+        table(["CONFIG", "VALUE", "SOURCE"], [(c["name"], c["value"], _SOURCES.get(c["config_source"], "UNKNOWN"))
+                                              for c in configs if args.all_configs or c["config_source"] == 1])
+        print()
     return rc
+
+
+def topics_alter(admin: AdminClient, args: argparse.Namespace) -> int:
+    admin.alter_topic_configs(args.topic, _key_values(args.set), args.delete or ())
+    changed = [f"{k}={v}" for k, v in _key_values(args.set).items()] + [f"{k} (deleted)" for k in args.delete or ()]
+    table(["TOPIC", "RESULT"], [(args.topic, "altered: " + ", ".join(changed) if changed else "nothing to alter")])
+    return 0
 
 
 def topics_delete(admin: AdminClient, args: argparse.Namespace) -> int:
@@ -247,12 +274,20 @@ def add_parsers(sub: Any) -> None:
     p = common(tsub.add_parser("create"))
     p.add_argument("topic")
     p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic config (repeatable)")
     p.set_defaults(run=topics_create)
     common(tsub.add_parser("list")).set_defaults(run=topics_list)
     for name, fn in (("describe", topics_describe), ("delete", topics_delete)):
         p = common(tsub.add_parser(name))
         p.add_argument("topic", nargs="+")
         p.set_defaults(run=fn)
+        if name == "describe":
+            p.add_argument("--all-configs", action="store_true", help="also configs left at their defaults")
+    p = common(tsub.add_parser("alter", help="change a topic's configs (like kafka-configs --alter)"))
+    p.add_argument("topic")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
+    p.add_argument("--delete", action="append", metavar="KEY", help="back to the default (repeatable)")
+    p.set_defaults(run=topics_alter)
 
     from client import retry_cli  # `groupcoord retry ...`; imported here because it uses this module
 

@@ -48,6 +48,13 @@ def parse_per_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
+def _policy(text: str) -> None:
+    """cleanup.policy's values (Kafka: a list of delete and compact)."""
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if part not in ("delete", "compact"):
+            raise ValueError(f"{part!r} is not delete or compact")
+
+
 KEYS: tuple[Key, ...] = (
     Key("host", str, "127.0.0.1", "Kafka listener address (ours). Use 0.0.0.0 to bind all interfaces."),
     Key("port", int, 9092, "Kafka listener port (ours); 0 picks a free port.", 0, 65535),
@@ -90,6 +97,24 @@ KEYS: tuple[Key, ...] = (
     Key("log.segment.bytes", int, 1 << 30, "Segment size before a roll.", 1024),
     Key("log.retention.ms", int, 7 * 24 * 3600 * 1000, "User topics: delete segments older than this.", -1),
     Key("log.retention.bytes", int, -1, "User topics: keep at most this many bytes a partition.", -1),
+    Key("log.roll.ms", int, 7 * 24 * 3600 * 1000, "User topics: roll the active segment this long after its "
+        "first append (topic key segment.ms).", 1),
+    Key("log.cleanup.policy", str, "delete", "User topics' default cleanup.policy: delete, compact or "
+        "compact,delete.", check=lambda v: _policy(v)),
+    Key("log.cleaner.delete.retention.ms", int, 86_400_000, "Compacted topics: tombstones are kept this long "
+        "after the cleaner first reached them (topic key delete.retention.ms).", 0),
+    Key("log.cleaner.min.compaction.lag.ms", int, 0, "Compacted topics: records younger than this are not "
+        "compacted (topic key min.compaction.lag.ms).", 0),
+    Key("log.cleaner.max.compaction.lag.ms", int, 2**63 - 1, "Compacted topics: a record older than this is "
+        "compacted whatever the dirty ratio (topic key max.compaction.lag.ms).", 1),
+    Key("log.cleaner.min.cleanable.ratio", float, 0.5, "Compacted topics: compact once this share of the log "
+        "is dirty (topic key min.cleanable.dirty.ratio).", 0, 1),
+    Key("log.cleaner.dedupe.buffer.size", int, 128 << 20, "Memory the compactor's key map may use; a dirty "
+        "section with more keys is compacted in several passes.", 1 << 16),
+    Key("log.cleaner.backoff.ms", int, 15_000, "Compactor: sleep this long when no log needs cleaning.", 0),
+    Key("compression.type", str, "producer", "User topics' default compression.type: producer keeps the "
+        "producer's codec; uncompressed, gzip, snappy, lz4 or zstd recompresses appended batches.",
+        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
     Key("log.retention.check.interval.ms", int, 60_000, "How often user topics' retention runs (Kafka's "
         "default is 300000).", 1),
     Key("log.flush.linger.ms", int, 0, "Group commit: gather appends this long before one fsync (ours; 0: a round"
@@ -152,6 +177,10 @@ def coerce(name: str, raw: Any, source: str) -> Any:
                 value = raw.lower() in ("true", "1", "yes")
             else:
                 raise ValueError(f"expected true or false, got {raw!r}")
+        elif key.type is float:
+            if isinstance(raw, bool):
+                raise ValueError(f"expected a number, got {raw!r}")
+            value = float(raw)
         elif key.type is int:
             if isinstance(raw, (bool, float)):
                 raise ValueError(f"expected an integer, got {raw!r}")

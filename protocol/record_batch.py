@@ -55,6 +55,7 @@ CODEC_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40  # KIP-534: the base timestamp is the delete horizon of the batch's tombstones
 
 _BASE_OFFSET = struct.Struct(">q")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
@@ -634,25 +635,34 @@ def build_kv_batch(records: Sequence[tuple[bytes | None, bytes | None]], timesta
 _SMALL_VARINT = [encode_varint(n) for n in range(1024)]  # zigzag varints of 0..1023 (one or two bytes)
 
 
-def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
+def rebuild_batch(header: BatchHeader, records: Sequence[Record], *, delete_horizon_ms: int | None = None
+                  ) -> bytes:
     """A batch holding a subset of `header`'s records, keeping their offsets, timestamps and the
-    header's producer fields, codec and attributes (used by compaction)."""
+    header's producer fields, codec and attributes (used by compaction and recompression). With
+    ``delete_horizon_ms`` (KIP-534) the batch's base timestamp holds that horizon and attribute bit 6 says so;
+    records keep their absolute timestamps (their deltas are relative to the horizon)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     base = records[0].offset
+    attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
     return _assemble(
         [(r.offset - base, r.timestamp, r.key, r.value, r.headers) for r in records],
-        base_offset=base, attributes=header.attributes & ~TIMESTAMP_TYPE_MASK,
+        base_offset=base, attributes=attributes,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence, partition_leader_epoch=header.partition_leader_epoch,
+        base_ts=delete_horizon_ms,
     )
 
 
 def _assemble(
     items: list[tuple[int, int, bytes | None, bytes | None, Sequence[Header]]], *, base_offset: int,
     attributes: int, producer_id: int, producer_epoch: int, base_sequence: int, partition_leader_epoch: int,
+    base_ts: int | None = None,
 ) -> bytes:
-    base_ts = items[0][1]
+    if base_ts is None:
+        base_ts = items[0][1]
     max_ts = max(item[1] for item in items)
     body = b"".join(encode_record(off, ts - base_ts, k, v, h) for off, ts, k, v, h in items)
     return _seal(_compress(attributes & CODEC_MASK, body), base_offset, partition_leader_epoch, attributes,

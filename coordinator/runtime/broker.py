@@ -22,9 +22,11 @@ import trio
 from coordinator.config import Config
 from coordinator.core.coordinator import SUPPORTED_APIS
 from coordinator.metrics import Metrics
+from coordinator.runtime.configs import ConfigService
 from coordinator.runtime.connection_limits import ConnectionLimits
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
+from coordinator.runtime.topic_cleaner import user_compaction_loop
 from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config
 from coordinator.storage.compaction import compact
 from coordinator.storage.errors import StorageError
@@ -108,6 +110,9 @@ class Broker:
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
                               22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})
+        cs = ConfigService(self, ts)
+        self.handlers.update({32: cs.handle_describe_configs, 33: cs.handle_alter_configs,
+                              44: cs.handle_incremental_alter_configs})
 
     def _fsync_child(self) -> FsyncProcess | None:
         """The journal's fsync child process (None: journal off, disabled, or it could not be spawned)."""
@@ -132,6 +137,7 @@ class Broker:
                                 self.config["log.retention.check.interval.ms"] / 1000)
             background.start_soon(self._checkpoint_loop)
             background.start_soon(self._compaction_loop)
+            background.start_soon(user_compaction_loop, self.topic_service)
             background.start_soon(self._idle_loop)
             try:
                 yield

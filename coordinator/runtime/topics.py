@@ -12,6 +12,12 @@ Rules:
   transactions, no fetch sessions (session id 0). It long-polls: it answers when ``min_bytes`` are available
   or ``max_wait_ms`` has passed, waking whenever a flush advances a high watermark.
 - Topic names: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
+- Topic configs (``coordinator.core.topic_configs``): CreateTopics' ``configs`` are checked as Kafka checks
+  them (INVALID_CONFIG naming the key, nothing created), stored with the topic (``TopicConfigStore``: written
+  before the partitions, removed after them) and applied: each partition's ``LogConfig`` and the topic's
+  produce ``Rules`` (one dict lookup per topic on the produce path) come from the topic's effective values.
+  A name given twice in one CreateTopics request is INVALID_REQUEST ("Duplicate topic name."), and nothing
+  of it is created. Altering configs applies them live (``set_configs``).
 """
 
 from __future__ import annotations
@@ -25,13 +31,25 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from coordinator.config import BY_NAME as SERVER_KEYS
+from coordinator.core import topic_configs as tc
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError, StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
 from coordinator.storage.producer_state import Duplicate, ProducerStates, scan_producer_states
+from coordinator.storage.topic_config_store import FileTopicConfigStore, TopicConfigStore
+from coordinator.storage_errors import StartupError
+from protocol.compression import NAMES as CODECS
 from protocol.errors import ErrorCode
-from protocol.produce_validation import Checked, Refusal, Rules, stamp_log_append_time, validate_produce
+from protocol.produce_validation import (
+    Checked,
+    Refusal,
+    Rules,
+    recompress,
+    stamp_log_append_time,
+    validate_produce,
+)
 from protocol.record_batch import CorruptBatchError
 
 if TYPE_CHECKING:
@@ -62,19 +80,44 @@ def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_NS, name)
 
 
-def user_topic_log_config(config: Any) -> LogConfig:
-    """User topics: time/size retention from log.retention.ms / log.retention.bytes (-1 = unlimited)."""
-    ret, size = config["log.retention.ms"], config["log.retention.bytes"]
-    return LogConfig(segment_bytes=config["log.segment.bytes"], retention_ms=None if ret < 0 else ret,
-                     retention_bytes=None if size < 0 else size)
+def user_topic_log_config(config: Any, overrides: dict[str, str] | None = None) -> LogConfig:
+    """A user topic's LogConfig from its overrides, else the server keys (log.retention.ms, ...); -1 retention
+    means unlimited, as does the largest max.compaction.lag.ms."""
+    return log_config_of(tc.effective(overrides or {}, config))
+
+
+def log_config_of(v: dict[str, Any]) -> LogConfig:
+    ret, size, max_lag = v["retention.ms"], v["retention.bytes"], v["max.compaction.lag.ms"]
+    return LogConfig(segment_bytes=v["segment.bytes"], retention_ms=None if ret < 0 else ret,
+                     retention_bytes=None if size < 0 else size, compact="compact" in v["cleanup.policy"],
+                     delete="delete" in v["cleanup.policy"], delete_retention_ms=v["delete.retention.ms"],
+                     segment_ms=v["segment.ms"], min_compaction_lag_ms=v["min.compaction.lag.ms"],
+                     max_compaction_lag_ms=None if max_lag >= tc.LONG_MAX else max_lag,
+                     min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"])
+
+
+def produce_rules_of(v: dict[str, Any], version: int) -> Rules:
+    before, after = v["message.timestamp.before.max.ms"], v["message.timestamp.after.max.ms"]
+    codec = v["compression.type"]
+    return Rules(max_batch_bytes=v["max.message.bytes"], produce_version=version,
+                 log_append_time=v["message.timestamp.type"] == "LogAppendTime",
+                 timestamp_before_max_ms=None if before >= _NO_LIMIT else before,
+                 timestamp_after_max_ms=None if after >= _NO_LIMIT else after,
+                 compacted="compact" in v["cleanup.policy"],
+                 target_codec=None if codec == "producer" else CODECS["none" if codec == "uncompressed" else codec])
 
 
 class TopicService:
-    def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit) -> None:
+    def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit,
+                 store: TopicConfigStore | None = None) -> None:
         self.broker = broker
         self.config = broker.config
         self.logs = logs
         self.commit = commit
+        self.store: TopicConfigStore = store or FileTopicConfigStore(self.config["data.dir"])
+        self._overrides: dict[str, dict[str, str]] = {}  # topic -> its config overrides (normalised)
+        self._effective: dict[str, dict[str, Any]] = {}  # topic -> every key's effective value (cache)
+        self._rules: dict[tuple[str, int], Rules] = {}  # (topic, produce version) -> rules (cache)
         self.hw_advanced = trio.Event()
         self._next_producer_id = int(time.time() * 1000) << 8
         self._producers: weakref.WeakKeyDictionary[PartitionLog, ProducerStates] = weakref.WeakKeyDictionary()
@@ -85,6 +128,73 @@ class TopicService:
         for topic, part in logs.partitions():
             if not topic.startswith("__"):
                 self._counts[topic] = max(self._counts.get(topic, 0), part + 1)
+        self._load_configs()
+
+    def _load_configs(self) -> None:
+        """Read every topic's stored overrides, check them, and apply them to the open logs; a stored file
+        that does not hold valid configs stops the server (see topic_config_store)."""
+        try:
+            stored = self.store.load_all()
+        except StorageError as e:
+            raise StartupError(str(e)) from None
+        for topic, overrides in stored.items():
+            if topic not in self._counts:  # a crash between writing the configs and creating partitions
+                log.warning("removing the configs of topic %s, which has no partitions", topic)
+                self.store.remove(topic)
+                continue
+            try:
+                self._overrides[topic] = tc.validate(overrides, self.config)
+            except tc.InvalidConfig as e:
+                where = getattr(self.store, "path", lambda t: t)(topic)
+                raise StartupError(f"topic config file {where}: {e}; repair or delete it") from None
+            self._apply(topic)
+
+    # ---------------------------------------------------------------- configs
+    def configs_of(self, name: str) -> dict[str, str] | None:
+        """A topic's overrides, or None if there is no such topic."""
+        return dict(self._overrides.get(name, {})) if name in self._counts else None
+
+    def effective(self, name: str) -> dict[str, Any]:
+        v = self._effective.get(name)
+        if v is None:
+            v = self._effective[name] = tc.effective(self._overrides.get(name, {}), self.config)
+        return v
+
+    def server_is_set(self, key: str) -> bool:
+        """Whether the server's setting differs from its default (Kafka: STATIC_BROKER_CONFIG)."""
+        k = SERVER_KEYS.get(key)
+        return k is not None and self.config[key] != k.default
+
+    def set_configs(self, name: str, overrides: dict[str, str]) -> None:
+        """Persist a topic's new (checked) overrides and apply them at once."""
+        if overrides:
+            self.store.save(name, overrides)
+        else:
+            self.store.remove(name)
+        old = self._overrides.get(name, {})
+        self._overrides[name] = dict(overrides)
+        self._apply(name)
+        changed = sorted(k for k in set(old) | set(overrides) if old.get(k) != overrides.get(k))
+        log.info("topic %s configs changed: %s", name, ", ".join(f"{k}={overrides.get(k, '(default)')}"
+                                                                for k in changed) or "nothing")
+
+    def _apply(self, name: str) -> None:
+        self._effective.pop(name, None)
+        for key in [k for k in self._rules if k[0] == name]:
+            del self._rules[key]
+        lc = self.log_config(name)
+        self.logs.topic_configs[name] = lc
+        for p in range(self._counts.get(name, 0)):
+            plog = self.logs.get(name, p)
+            if plog is not None:
+                plog.config = lc
+
+    def _forget(self, name: str) -> None:
+        self._overrides.pop(name, None)
+        self._effective.pop(name, None)
+        self.logs.topic_configs.pop(name, None)
+        for key in [k for k in self._rules if k[0] == name]:
+            del self._rules[key]
 
     # ---------------------------------------------------------------- catalogue
     def topics(self) -> dict[str, int]:
@@ -94,19 +204,32 @@ class TopicService:
     def partition_count(self, name: str) -> int | None:
         return self._counts.get(name)
 
-    def log_config(self) -> LogConfig:
-        return user_topic_log_config(self.config)
+    def log_config(self, name: str | None = None) -> LogConfig:
+        return log_config_of(self.effective(name)) if name is not None else user_topic_log_config(self.config)
 
-    def create(self, name: str, partitions: int) -> None:
+    def create(self, name: str, partitions: int, overrides: dict[str, str] | None = None) -> None:
+        """Create a topic (or grow one) with checked ``overrides``; they are stored before any partition."""
+        if name not in self._counts:
+            self._forget(name)
+            if overrides:
+                self.store.save(name, overrides)
+                self._overrides[name] = dict(overrides)
+                unused = tc.not_acted_on(overrides)
+                if unused:
+                    log.info("topic %s: configs stored and reported but not acted on: %s", name, ", ".join(unused))
+        lc = self.log_config(name)
+        self.logs.topic_configs[name] = lc
         for p in range(partitions):
             if self.logs.get(name, p) is None:
-                self.logs.create(name, p, self.log_config())
+                self.logs.create(name, p, lc)
                 self._counts[name] = max(self._counts.get(name, 0), p + 1)
 
     def delete(self, name: str) -> None:
         count = self._counts.pop(name, 0)
         for p in range(count):
             self.logs.delete(name, p)
+        self._forget(name)
+        self.store.remove(name)
 
     def auto_create(self, name: str) -> bool:
         if not self.config["auto.create.topics.enable"] or not valid_topic_name(name) or name.startswith("__"):
@@ -119,12 +242,22 @@ class TopicService:
     def handle_create_topics(self, req: Request, slot: Slot) -> None:
         existing = self.topics()
         results = []
+        names = [t["name"] for t in req.body["topics"]]
+        repeated = {n for n in names if names.count(n) > 1}
+        for name in sorted(repeated, key=names.index):  # Kafka: one answer per repeated name, nothing created
+            results.append({"name": name, "topic_id": topic_id(name), "error_code": ErrorCode.INVALID_REQUEST,
+                            "error_message": "Duplicate topic name.", "num_partitions": -1,
+                            "replication_factor": -1, "configs": None})
         for t in req.body["topics"]:
             name, n = t["name"], t["num_partitions"]
+            if name in repeated:
+                continue
             if n == -1:
                 n = len(t["assignments"]) or self.config["num.partitions"]
             res: dict[str, Any] = {"name": name, "topic_id": topic_id(name), "error_code": 0,
-                                   "error_message": None, "num_partitions": n, "replication_factor": 1}
+                                   "error_message": None, "num_partitions": n, "replication_factor": 1,
+                                   "configs": None}
+            overrides: dict[str, str] = {}
             if not valid_topic_name(name) or name.startswith("__"):
                 res.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"illegal name {_shown(name)}")
             elif name in existing:
@@ -134,16 +267,33 @@ class TopicService:
             elif t["replication_factor"] not in (-1, 1):
                 res.update(error_code=ErrorCode.INVALID_REPLICATION_FACTOR,
                            error_message="a single node holds one replica")
+            elif (bad := self._check_new_configs(t["configs"], overrides)) is not None:
+                res.update(error_code=ErrorCode.INVALID_CONFIG, error_message=bad)
             elif not req.body.get("validate_only"):
                 try:
-                    self.create(name, n)
+                    self.create(name, n, overrides)
                     existing[name] = n
                 except (StorageError, OSError) as e:
                     res.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
             if res["error_code"]:
                 res.update(num_partitions=-1, replication_factor=-1)
+            elif req.version >= 5:
+                res["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                                  for e in tc.describe_entries(overrides, self.config, self.server_is_set, None,
+                                                               False, False)]
             results.append(res)
         slot.complete({"throttle_time_ms": 0, "topics": results})
+
+    def _check_new_configs(self, given: list[dict[str, Any]], out: dict[str, str]) -> str | None:
+        """Fill ``out`` with CreateTopics' checked ``configs``; the reason they are refused, or None."""
+        nulls = [c["name"] for c in given if c["value"] is None]
+        if nulls:
+            return f"Null value not supported for topic configs: {','.join(map(str, nulls))}"
+        try:
+            out.update(tc.validate({c["name"]: c["value"] for c in given}, self.config))
+        except tc.InvalidConfig as e:
+            return str(e)
+        return None
 
     def handle_delete_topics(self, req: Request, slot: Slot) -> None:
         if req.version >= 6:
@@ -200,22 +350,22 @@ class TopicService:
         slot.complete({"error_code": 0, "producer_id": self._next_producer_id, "producer_epoch": 0})
 
     # ---------------------------------------------------------------- Produce
-    def produce_rules(self, version: int) -> Rules:
-        cfg = self.config
-        before, after = cfg["log.message.timestamp.before.max.ms"], cfg["log.message.timestamp.after.max.ms"]
-        return Rules(max_batch_bytes=cfg["message.max.bytes"], produce_version=version,
-                     log_append_time=cfg["log.message.timestamp.type"] == "LogAppendTime",
-                     timestamp_before_max_ms=None if before >= _NO_LIMIT else before,
-                     timestamp_after_max_ms=None if after >= _NO_LIMIT else after)
+    def produce_rules(self, version: int, name: str | None = None) -> Rules:
+        """The produce rules of a topic (server defaults for None); cached per (topic, version)."""
+        if name is None:
+            return produce_rules_of(tc.effective({}, self.config), version)
+        rules = self._rules[(name, version)] = produce_rules_of(self.effective(name), version)
+        return rules
 
     def handle_produce(self, req: Request, slot: Slot) -> None:
         acks = req.body["acks"]
-        rules = self.produce_rules(req.version)
         now_ms = int(time.time() * 1000)
-        checked: list[tuple[dict[str, Any], PartitionLog, Checked, memoryview]] = []
+        checked: list[tuple[dict[str, Any], PartitionLog, Checked, memoryview, Rules]] = []
         responses = []
+        version = req.version
         for t in req.body["topic_data"]:
             name = t["name"]
+            rules = self._rules.get((name, version)) or self.produce_rules(version, name)
             parts_out = []
             count = self.partition_count(name)
             for p in t["partition_data"]:
@@ -239,15 +389,15 @@ class TopicService:
                 if isinstance(outcome, Refusal):
                     self._refuse(res, outcome, name, p["index"])
                 else:
-                    checked.append((res, plog, outcome, records))
+                    checked.append((res, plog, outcome, records, rules))
             responses.append({"name": name, "partition_responses": parts_out})
-        if req.body.get("transactional_id") is not None or any(c.transactional for _, _, c, _ in checked):
+        if req.body.get("transactional_id") is not None or any(c[2].transactional for c in checked):
             for r in (r for t in responses for r in t["partition_responses"]):  # Kafka: the whole request
                 r.update(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                          error_message="transactions are not supported by this server")
             checked = []
         pending: list[tuple[PartitionLog, int]] = []
-        for res, plog, outcome, records in checked:
+        for res, plog, outcome, records, rules in checked:
             last = self._append(plog, outcome, records, rules, now_ms, res)
             if last is not None:
                 pending.append((plog, last))
@@ -281,8 +431,10 @@ class TopicService:
                            f"{header.producer_epoch} sequence {header.base_sequence}: {ErrorCode(seen).name}")
                 return None
         batch: bytes | memoryview = records
+        if rules.target_codec is not None and header.compression != rules.target_codec:
+            batch = recompress(records, rules.target_codec, rules.max_decompressed)
         if rules.log_append_time:
-            batch = stamp_log_append_time(records, now_ms)
+            batch = stamp_log_append_time(batch, now_ms)
             res["log_append_time_ms"] = now_ms
         try:
             info = self.commit.append(plog, [batch])

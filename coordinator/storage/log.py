@@ -22,8 +22,8 @@ Rules and invariants:
   the recovery point. The first bad or partial batch truncates the log there (later segments are
   deleted) with a warning; a torn tail never stops startup. Scanned data is then fsynced, so after open
   the recovery point equals the log end.
-- Retention deletes whole closed segments, oldest first, never the active one, and advances the log
-  start offset; the checkpoint file (`recovery-point`, written atomically) records both offsets.
+- Retention (only when the config's policy includes delete) deletes whole closed segments, oldest first,
+  never the active one, and advances the log start offset; the checkpoint file (`recovery-point`, written atomically) records both offsets.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -74,6 +75,11 @@ class LogConfig:
     retention_bytes: int | None = None  # retention.bytes (None = unlimited)
     delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms: how long tombstones live
     verify_crc_on_append: bool = True
+    delete: bool = True  # cleanup.policy includes delete: retention applies (compact only: it never does)
+    segment_ms: int | None = None  # segment.ms: roll the active segment this long after its first append
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int | None = None  # max.compaction.lag.ms (None = unlimited)
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
 
 
 class AppendInfo(NamedTuple):
@@ -100,6 +106,7 @@ class PartitionLog:
         self._flush_lock = threading.Lock()
         self._append_lock = threading.Lock()
         self._cleaner_lock = threading.Lock()
+        self._active_since: float | None = None  # wall-clock ms of the active segment's first append
 
     # ------------------------------------------------------------------ open / recovery
 
@@ -351,12 +358,22 @@ class PartitionLog:
             with self._lock:
                 self._check_online()
                 active = self._segments[-1]
-                if not (active.size > 0 and active.size + total > self.config.segment_bytes):
+                if active.size == 0 or self._active_since is None:
+                    self._active_since = time.time() * 1000
+                if not (active.size > 0 and (active.size + total > self.config.segment_bytes
+                                             or self._too_old(active))):
                     return write()
             self._roll()
+            self._active_since = time.time() * 1000
             with self._lock:
                 self._check_online()
                 return write()
+
+    def _too_old(self, active: Segment) -> bool:
+        """segment.ms: the active segment has taken appends for longer than its topic allows."""
+        limit = self.config.segment_ms
+        return limit is not None and self._active_since is not None and \
+            time.time() * 1000 - self._active_since >= limit
 
     def _check_batch(self, batch: bytes | bytearray | memoryview) -> BatchHeader:
         if self.config.verify_crc_on_append:
@@ -566,6 +583,8 @@ class PartitionLog:
         """Delete old closed segments by time (max timestamp older than retention.ms) and size
         (retention.bytes); returns the deleted segments' base offsets."""
         cfg = self.config
+        if not cfg.delete:  # cleanup.policy=compact: nothing is deleted by age or size
+            return []
         with self._cleaner_lock, self._flush_lock:
             with self._lock:
                 self._check_online()

@@ -10,6 +10,7 @@ Rules:
   then removes it; a crash in between is finished at the next open.
 - One process per data dir: an exclusive, non-blocking `flock` on `<data dir>/.lock` is held from open to
   close; a second process gets `StorageError("data dir ... is in use by another process")`.
+- `<data dir>/topic-configs/` holds topic config overrides (topic_config_store.py), not a partition.
 - `<data dir>/journal/` is the shared write-ahead journal (see journal.py), not a partition: `open_journal`
   replays it into the logs (after they recovered) and starts it afresh.
 - Not thread-safe for create/delete: the runtime calls these from one task; each log is thread-safe
@@ -28,6 +29,7 @@ from .errors import StorageError
 from .fs import FileSystem
 from .journal import Journal, ReplayStats, replay
 from .log import LogConfig, PartitionLog
+from .topic_config_store import CONFIG_DIR
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ class LogManager:
     def _open_all(self) -> None:
         for name in sorted(self.fs.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path) or name == JOURNAL_DIR:
+            if not os.path.isdir(path) or name in (JOURNAL_DIR, CONFIG_DIR):
                 continue
             if name.endswith(_DELETED_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)

@@ -4,15 +4,18 @@ Rule: ``ALL`` maps api key -> ApiSchema; a module is listed here exactly once, i
 """
 
 from protocol.messages import (
+    alter_configs,
     api_versions,
     create_partitions,
     create_topics,
     delete_groups,
     delete_topics,
+    describe_configs,
     describe_groups,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -29,7 +32,8 @@ from protocol.schema import ApiSchema
 _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, init_producer_id, create_partitions, delete_groups,
+    delete_topics, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
+    incremental_alter_configs,
 )
 
 ALL: dict[int, ApiSchema] = {m.SCHEMA.key: m.SCHEMA for m in _MODULES}

@@ -6,8 +6,8 @@ Rules:
 - v5+ responses echo ``num_partitions``, ``replication_factor`` (default -1) and the nullable ``configs``,
   plus a tagged ``topic_config_error_code`` (tag 0); ``topic_id`` from v7.
 - ``error_message``: null on success, a message on error (Kafka). ``configs``: null on error (Kafka); on
-  success Kafka lists the topic's configs, which we write once topics carry configs (issue #29); until then
-  null, "not reported", rather than an empty list that would claim the topic has none.
+  success (and with ``validate_only``) every topic config with its value, source and flags, as Kafka lists
+  them. A name given twice is INVALID_REQUEST "Duplicate topic name." (one answer for it, nothing created).
 """
 
 from protocol.schema import ApiSchema, arr, f

@@ -9,7 +9,6 @@ import crc32c
 import pytest
 
 from protocol import produce_validation
-
 from protocol.errors import ErrorCode
 from protocol.produce_validation import Checked, Refusal, Rules, stamp_log_append_time, validate_produce
 from protocol.record_batch import build_batch, decode_batch, validate_batch
