@@ -37,6 +37,11 @@ $(APT_STAMP): | $(BIN)/python
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kcat prometheus >/dev/null; \
 	  else echo "apt-deps: not root, skipping kcat/prometheus install"; fi; \
 	fi
+	@if [ ! -f /usr/share/java/zookeeper.jar ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null; \
+	  else echo "apt-deps: not root, skipping zookeeper install"; fi; \
+	fi
 	touch $(APT_STAMP)
 
 apt-deps: $(APT_STAMP)

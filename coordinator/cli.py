@@ -45,15 +45,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator daemon")
     _add_config_flags(serve)
-    from client import admin_cli, console_cli  # these commands are clients of a running server
+    from client import admin_cli, cluster_cli, console_cli  # these commands are clients of a running server
 
     admin_cli.add_parsers(sub)
     console_cli.add_parsers(sub)
+    cluster_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command in ("groups", "topics", "retry"):
         return admin_cli.run(args)
     if args.command in ("produce", "consume"):
         return console_cli.run(args)
+    if args.command == "cluster":
+        return cluster_cli.run(args)
     if args.command == "serve":
         try:
             cfg = _load(args)

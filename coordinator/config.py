@@ -130,6 +130,21 @@ KEYS: tuple[Key, ...] = (
     Key("hot.path.enable", bool, True, "Serve Heartbeat and plain OffsetCommit with hand-written codecs "
         "(ours); false = the generic codec for every request."),
     Key("shutdown.grace.ms", int, 10_000, "On SIGTERM, time given to in-flight requests (ours).", 0),
+    # cluster mode (coordinator/cluster/): off while zookeeper.connect is empty
+    Key("zookeeper.connect", str, "", "ZooKeeper hosts with an optional chroot (h1:2181,h2:2181/groupcoord); "
+        "empty = single node (no ZooKeeper)."),
+    Key("zookeeper.session.timeout.ms", int, 18_000, "ZooKeeper session timeout; also bounds connecting at "
+        "startup.", 1000),
+    Key("broker.rack", str, "", "This node's rack, registered and shown in Metadata; empty = none."),
+    Key("offsets.topic.replication.factor", int, 3, "Replicas of each offsets partition, capped at the live "
+        "nodes when the offsets topic is created.", 1, 32767),
+    Key("default.replication.factor", int, 1, "Replicas of a user topic created without its own.", 1, 32767),
+    Key("min.insync.replicas", int, 1, "Fewest in-sync replicas for an acks=all write or a commit (not "
+        "enforced yet: replication is not built; 1 claims no more than what is true today).", 1),
+    Key("replica.lag.time.max.ms", int, 30_000, "A follower this far behind leaves the ISR (replication: "
+        "not built yet).", 1),
+    Key("unclean.leader.election.enable", bool, False, "Let an out-of-sync replica lead when no in-sync one is"
+        " live (may lose data)."),
 )
 BY_NAME = {k.name: k for k in KEYS}
 

@@ -40,6 +40,7 @@ from protocol.hotpath import decode_offset_commit
 from protocol.messages import ALL
 
 if TYPE_CHECKING:
+    from coordinator.cluster.member import ClusterMember
     from coordinator.runtime.connection import Connection, Slot
 
 log = logging.getLogger("groupcoord.broker")
@@ -75,12 +76,18 @@ class Broker:
         self.groups: GroupService | None = None
         self.commit: GroupCommit | None = None
         self.topic_service: TopicService | None = None
+        self.cluster: ClusterMember | None = None  # cluster mode (zookeeper.connect set), else None
         self.nursery: trio.Nursery  # set while running
         self.shutdown_requested = trio.Event()
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         """Open storage (recovering every partition log); called before the listener binds."""
+        if self.config["zookeeper.connect"]:  # cluster mode: reach ZooKeeper (bounded) before opening storage
+            from coordinator.cluster.member import ClusterMember
+
+            self.cluster = ClusterMember(self.config, OFFSETS_TOPIC)
+            await self.cluster.connect()
         user_topics = user_topic_log_config(self.config)
         def open_storage() -> tuple[LogManager, Journal | None]:
             logs = LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG})
@@ -131,7 +138,12 @@ class Broker:
         assert self.groups is not None and self.topic_service is not None
         async with trio.open_nursery() as background:
             background.start_soon(self.commit.run)
-            background.start_soon(self.groups.load_all)
+            if self.cluster is None:
+                background.start_soon(self.groups.load_all)
+            else:  # cluster mode: serve the offsets partitions this node leads, as leadership moves
+                self.cluster.on_leadership = self.groups.follow_leadership
+                background.start_soon(self.groups.leadership_loop)
+                background.start_soon(self.cluster.run, self.advertised_host, self.advertised_port)
             background.start_soon(self.groups.timer_loop)
             background.start_soon(self.topic_service.retention_loop,
                                 self.config["log.retention.check.interval.ms"] / 1000)
@@ -179,6 +191,8 @@ class Broker:
 
     async def stop(self) -> None:
         """Flush and close storage; called once, shielded, at shutdown."""
+        if self.cluster is not None:  # leave the cluster first: the controller moves leaderships at once
+            await self.cluster.close()
         if self.logs is not None:
             await self.commit.flush_now()
             self.commit.close()
@@ -273,6 +287,9 @@ class Broker:
                 "partitions": parts}
 
     def handle_metadata(self, request: Request, slot: Slot) -> None:
+        if self.cluster is not None:
+            self._cluster_metadata(request, slot)
+            return
         wanted = request.body.get("topics")
         ts = self.topic_service
         topics = ts.topics() if ts is not None else {}
@@ -291,4 +308,34 @@ class Broker:
             "cluster_id": self.config["cluster.id"],
             "controller_id": self.node_id,
             "topics": [self.topic_metadata(n, topics.get(n)) for n in names],
+        })
+
+    def _cluster_metadata(self, request: Request, slot: Slot) -> None:
+        """Cluster mode: live brokers, controller, and the offsets topic's leader/replicas/ISR/leader epoch
+        from ZooKeeper. User topics are still this node's own (replicated topics: a later slice)."""
+        from coordinator.cluster.metadata import broker_entries, topic_entry
+
+        assert self.cluster is not None
+        view = self.cluster.view
+        wanted = request.body.get("topics")
+        ts = self.topic_service
+        topics = ts.topics() if ts is not None else {}
+        if wanted is None or (request.version == 0 and not wanted):
+            names = sorted(topics) + ([OFFSETS_TOPIC] if OFFSETS_TOPIC in view.assignments else [])
+        else:
+            names = [t["name"] for t in wanted if t.get("name") is not None]
+            allow = request.body.get("allow_auto_topic_creation", True)
+            for n in names:
+                if n == OFFSETS_TOPIC:
+                    if allow:
+                        self.cluster.request_offsets_topic()
+                elif n not in topics and allow and ts is not None and ts.auto_create(n):
+                    topics = ts.topics()
+        slot.complete({
+            "throttle_time_ms": 0,
+            "brokers": broker_entries(view),
+            "cluster_id": self.config["cluster.id"],
+            "controller_id": view.controller_id,
+            "topics": [topic_entry(view, n, topic_id, True) if n == OFFSETS_TOPIC
+                       else self.topic_metadata(n, topics.get(n)) for n in sorted(set(names), key=names.index)],
         })

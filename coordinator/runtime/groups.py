@@ -23,6 +23,10 @@ Rules:
 - ``now_ms`` is wall-clock milliseconds (commit timestamps and retention outlive the process).
 - FindCoordinator is answered here: a single node coordinates every group (key type 0); transaction
   coordinators (key type 1) are not offered (COORDINATOR_NOT_AVAILABLE).
+- Cluster mode (``broker.cluster`` set): no ``load_all``; ``follow_leadership`` gets the offsets partitions
+  this node leads and ``leadership_loop`` loads those (one at a time, as at startup) and unloads the others
+  (their groups answer NOT_COORDINATOR, parked requests included). FindCoordinator names the leader of the
+  group's offsets partition, or COORDINATOR_NOT_AVAILABLE while it has none.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from coordinator.core.config import GroupConfig
 from coordinator.core.coordinator import Coordinator, HeartbeatLease
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
+from coordinator.core.shard import ShardStatus
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
@@ -225,6 +230,8 @@ class GroupService:
         # correlation id); bounded like the memo
         self._leases: dict[bytes, tuple[int, HeartbeatLease, tuple[bytes, bytes]]] = {}
         self._offsets_logs: dict[int, PartitionLog] = {}  # shard -> its log (offsets partitions are never deleted)
+        self._led: set[int] = set()  # cluster mode: the offsets partitions this node leads
+        self._leadership_changed = trio.Event()
 
     # ---------------------------------------------------------------- loading
     def offsets_log(self, shard: int) -> PartitionLog:
@@ -355,6 +362,9 @@ class GroupService:
         node = {"node_id": me["node_id"], "host": me["host"], "port": me["port"]}
         refused = {"node_id": -1, "host": "", "port": -1, "error_message": TRANSACTIONS_UNSUPPORTED,
                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+        if self.broker.cluster is not None:
+            self._find_coordinator_in_cluster(body, v, refused, slot)
+            return
         if v >= 4:
             coords = [{"key": key, **refused} if body["key_type"] != 0 else
                       {"key": key, **node, "error_code": 0, "error_message": None}
@@ -365,6 +375,76 @@ class GroupService:
             slot.complete({"throttle_time_ms": 0, **refused})
             return
         slot.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": "NONE", **node})
+
+    # ---------------------------------------------------------------- cluster mode
+    def _find_coordinator_in_cluster(self, body: dict[str, Any], v: int, refused: dict[str, Any],
+                                     slot: Slot) -> None:
+        """The leader of the group's offsets partition, or COORDINATOR_NOT_AVAILABLE while it has none (the
+        offsets topic is then created if it does not exist yet: Kafka creates it on first use)."""
+        cluster = self.broker.cluster
+        assert cluster is not None
+
+        def answer(key: str) -> dict[str, Any]:
+            leader = cluster.leader_of(OFFSETS_TOPIC, self.core.shard_for(key))
+            if leader is None:
+                cluster.request_offsets_topic()
+                return {"node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        "error_message": "The coordinator is not available."}
+            return {"node_id": leader.node_id, "host": leader.host, "port": leader.port, "error_code": 0,
+                    "error_message": None if v >= 4 else "NONE"}
+
+        if v >= 4:
+            coords = [{"key": key, **(refused if body["key_type"] != 0 else answer(key))}
+                      for key in body["coordinator_keys"]]
+            slot.complete({"throttle_time_ms": 0, "coordinators": coords})
+        elif body.get("key_type", 0) != 0:
+            slot.complete({"throttle_time_ms": 0, **refused})
+        else:
+            slot.complete({"throttle_time_ms": 0, **answer(body["key"])})
+
+    def follow_leadership(self, led: set[int]) -> None:
+        """The offsets partitions this node now leads (called on the trio thread by the cluster member)."""
+        if led != self._led:
+            self._led = set(led)
+            self._leadership_changed.set()
+
+    async def leadership_loop(self) -> None:
+        """Unload the shards this node no longer leads, load the ones it newly leads, one at a time."""
+        while True:
+            await self._leadership_changed.wait()
+            self._leadership_changed = trio.Event()
+            serving = {s for s in range(self.shards) if self.core.shard_status(s) is not ShardStatus.NOT_OWNED}
+            for shard in sorted(serving - self._led):
+                self.apply(self.core.unload(shard, now_ms()))
+            gained = sorted(self._led - serving)
+            for shard in gained:
+                if shard in self._led:
+                    await self._load_led_shard(shard)
+            if serving != self._led:
+                log.info("serving offsets partitions %s (%d): leadership moved", sorted(self._led), len(self._led))
+
+    async def _load_led_shard(self, shard: int) -> None:
+        self.core.begin_loading(shard)
+        try:
+            plog = self.offsets_log(shard)
+            problems: list[str] = []
+            records = await trio.to_thread.run_sync(read_offsets_partition, plog, problems)
+        except StorageError as e:
+            log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, e)
+            return
+        for problem in problems:
+            log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
+        if shard not in self._led:  # lost while reading: back to not owned
+            self.apply(self.core.unload(shard, now_ms()))
+            return
+        skipped = partial(_log_skipped_record, shard)
+        for chunk in range(0, len(records), _REPLAY_CHUNK):
+            self.core.replay_many(shard, records[chunk:chunk + _REPLAY_CHUNK], skipped)
+            await trio.lowlevel.checkpoint()
+        if shard not in self._led:
+            self.apply(self.core.unload(shard, now_ms()))
+            return
+        self.apply(self.core.finish_loading(shard, now_ms()))
 
     def connection_closed(self, conn: Connection) -> None:
         slots = self._by_conn.pop(conn, None)

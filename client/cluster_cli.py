@@ -1,0 +1,79 @@
+"""`groupcoord cluster describe`: the cluster as one node's Metadata tells it.
+
+Rules:
+- Over the wire only (a Metadata request for all topics to `--bootstrap-server`); nothing reads ZooKeeper
+  or the server's files, so the client package never imports the coordinator.
+- Prints the cluster id and controller, then one row per live node (host, port, rack, how many offsets
+  partitions and other partitions it leads, how many replicas it holds), then the partitions that have
+  no leader (LEADER_NOT_AVAILABLE) if any. Exit 0; 1 when the node cannot be reached or answers an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from client.admin_cli import table
+from client.cluster import Cluster
+from client.errors import KafkaError
+
+METADATA = 3
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def describe(metadata: dict[str, Any], out: Any = None) -> None:
+    out = out or sys.stdout
+    brokers = sorted(metadata["brokers"], key=lambda b: b["node_id"])
+    leads_offsets: dict[int, int] = {}
+    leads_other: dict[int, int] = {}
+    replicas: dict[int, int] = {}
+    leaderless: list[str] = []
+    for t in metadata["topics"]:
+        for p in t["partitions"]:
+            leader = p["leader_id"]
+            if leader < 0:
+                leaderless.append(f"{t['name']}-{p['partition_index']}")
+            else:
+                counts = leads_offsets if t["name"] == OFFSETS_TOPIC else leads_other
+                counts[leader] = counts.get(leader, 0) + 1
+            for r in p.get("replica_nodes") or ():
+                replicas[r] = replicas.get(r, 0) + 1
+    controller = metadata.get("controller_id", -1)
+    print(f"CLUSTER {metadata.get('cluster_id')}  CONTROLLER {controller}  NODES {len(brokers)}", file=out)
+    table(["NODE", "HOST", "PORT", "RACK", "CONTROLLER", "OFFSETS-LEADER", "OTHER-LEADER", "REPLICAS"],
+          [(b["node_id"], b["host"], b["port"], b.get("rack"), "yes" if b["node_id"] == controller else "",
+            leads_offsets.get(b["node_id"], 0), leads_other.get(b["node_id"], 0), replicas.get(b["node_id"], 0))
+           for b in brokers], out)
+    if leaderless:
+        print(f"NO LEADER ({len(leaderless)}): {' '.join(sorted(leaderless))}", file=out)
+
+
+def cluster_describe(args: argparse.Namespace) -> int:
+    cluster = Cluster(args.bootstrap_server, client_id="groupcoord-cluster", request_timeout_ms=15000)
+    try:
+        _, resp = cluster.request_any(METADATA, lambda v: {"topics": None if v >= 1 else [],
+                                                          "allow_auto_topic_creation": False})
+    finally:
+        cluster.close()
+    describe(resp)
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("cluster", help="cluster membership and leadership")
+    csub = p.add_subparsers(dest="action", required=True)
+    d = csub.add_parser("describe", help="nodes, controller and leaders per node (from Metadata)")
+    d.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
+    d.set_defaults(run=cluster_describe)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return int(args.run(args))
+    except KafkaError as e:
+        print(f"groupcoord: {e}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        print(f"groupcoord: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,50 @@
+"""The elected controller: turns what ZooKeeper says into the partition states it owes, and writes them.
+
+Rules:
+- A node is controller only while it holds ``/controller`` with its current session AND the epoch in
+  ``/controller_epoch`` is the one it wrote when it won; otherwise ``Controller.holds`` is false and it
+  writes nothing (a new session, or a newer controller, ends the term).
+- ``step`` is a reconciliation, not an event log: from one snapshot (live brokers, assignments, states) it
+  computes ``election.reconcile`` and writes the result, each write fenced by the controller epoch's znode
+  version (``ZkStore.write_states``). Running it twice on the same snapshot writes nothing the second
+  time; a write refused because a state moved is retried from the next snapshot.
+- A write refused on the epoch check means a newer controller exists: the term ends at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from .election import reconcile
+from .zk import Snapshot, ZkStore
+
+log = logging.getLogger("groupcoord.cluster.controller")
+
+
+@dataclass(slots=True)
+class Controller:
+    node_id: int
+    epoch: int
+    epoch_version: int  # /controller_epoch's znode version right after this controller's election
+    fenced: bool = False
+
+    def holds(self, snap: Snapshot, session_id: int | None) -> bool:
+        return (not self.fenced and session_id is not None and snap.controller_owner == session_id
+                and snap.view.controller_id == self.node_id and snap.view.controller_epoch == self.epoch
+                and snap.controller_epoch_version == self.epoch_version)
+
+    async def step(self, zk: ZkStore, snap: Snapshot, unclean: bool) -> int:
+        """Write the partition states this snapshot calls for; returns how many were written."""
+        view = snap.view
+        writes = reconcile(view.assignments, view.states, set(view.brokers), self.epoch, unclean)
+        if not writes:
+            return 0
+        written, fenced = await zk.write_states(writes, snap.state_versions, self.epoch_version)
+        if fenced:
+            self.fenced = True
+            log.warning("controller %s (epoch %s) was fenced by a newer controller", self.node_id, self.epoch)
+        moved = sorted(f"{t}-{p}->{st.leader}" for (t, p), st in writes.items())
+        log.info("controller epoch %s wrote %d/%d partition states (live brokers %s): %s", self.epoch, written,
+                 len(writes), sorted(view.brokers), ", ".join(moved[:20]) + (" ..." if len(moved) > 20 else ""))
+        return written

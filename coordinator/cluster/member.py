@@ -1,0 +1,221 @@
+"""One node's part in the cluster: register, run for controller, follow partition leadership.
+
+Rules:
+- ``connect`` is bounded by ``zookeeper.session.timeout.ms`` (Kafka's default connection timeout): an
+  unreachable ZooKeeper is a ``StartupError`` before storage opens, never a hang.
+- ``run`` registers ``/brokers/ids/<node.id>`` (retrying while a previous session's znode has not expired,
+  at most one session timeout plus a margin; after that a duplicate ``node.id`` is a ``StartupError``), then
+  loops: read a snapshot (re-arming watches), re-register after a new session, try to become controller when
+  there is none, let the controller reconcile, create the offsets topic when asked, publish the view and tell
+  ``on_leadership`` which offsets partitions this node leads. It wakes on any watch, a connection-state
+  change, a request, or every ``REFRESH_S`` as a safety net; a failed read is retried on the next wake.
+- Session LOST: this node gives up every leadership at once (serves no group) until a fresh snapshot from
+  a new session says otherwise. (SUSPENDED is reported; stopping acknowledgements on it belongs to the
+  replication slice, which adds acknowledgements to stop.)
+- The offsets topic is created lazily, as Kafka does: the first FindCoordinator (or Metadata naming it)
+  makes this node write its assignment with ``offsets.topic.replication.factor`` capped at the live
+  brokers; the controller then elects its leaders. Until then groups answer COORDINATOR_NOT_AVAILABLE.
+- ``view`` is only replaced, never mutated: readers on the trio thread may keep a reference.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+import trio
+from kazoo.exceptions import KazooException, NodeExistsError
+
+from coordinator.config import Config
+from coordinator.storage_errors import StartupError
+
+from .assignment import assign_replicas
+from .controller import Controller
+from .state import NO_LEADER, BrokerInfo, ClusterView
+from .zk import Snapshot, ZkError, ZkStore
+
+log = logging.getLogger("groupcoord.cluster")
+
+REFRESH_S = 3.0
+RETRY_S = 0.5
+MAX_STREAK = 8
+
+
+class ClusterMember:
+    def __init__(self, config: Config, offsets_topic: str) -> None:
+        self.node_id: int = config["node.id"]
+        self.rack: str | None = config["broker.rack"] or None
+        self.offsets_topic = offsets_topic
+        self.offsets_partitions: int = config["offsets.topic.num.partitions"]
+        self.offsets_rf: int = config["offsets.topic.replication.factor"]
+        self.unclean: bool = config["unclean.leader.election.enable"]
+        self.session_timeout_s = config["zookeeper.session.timeout.ms"] / 1000
+        self.connect_string: str = config["zookeeper.connect"]
+        self.zk = ZkStore(self.connect_string, config["zookeeper.session.timeout.ms"])
+        self.view = ClusterView()
+        self.controller: Controller | None = None
+        self.on_leadership: Callable[[set[int]], None] = lambda _led: None
+        self.me: BrokerInfo | None = None
+        self._wake = trio.Event()
+        self._want_offsets_topic = False
+        self.connection_state = "CONNECTING"
+
+    # ---------------------------------------------------------------- lifecycle
+    async def connect(self) -> None:
+        try:
+            await self.zk.connect(self.session_timeout_s, self._on_state)
+        except (ZkError, ValueError) as e:
+            await self.zk.close()
+            raise StartupError(f"zookeeper.connect={self.connect_string}: {e}") from None
+
+    async def close(self) -> None:
+        self.on_leadership(set())
+        await self.zk.close()
+
+    def _on_state(self, state: str) -> None:  # kazoo's thread
+        def on_trio() -> None:
+            self.connection_state = state
+            if state == "CONNECTED":
+                log.info("ZooKeeper session CONNECTED")
+            else:
+                log.warning("ZooKeeper session %s", state)
+            if state == "LOST":
+                self.controller = None
+                self.view = ClusterView()
+                self.on_leadership(set())
+            self._wake.set()
+        self.zk.signal(on_trio)
+
+    def _on_watch(self, _event: object) -> None:  # kazoo's thread
+        self.zk.signal(self._wake.set)
+
+    # ---------------------------------------------------------------- requests from the services
+    def request_offsets_topic(self) -> None:
+        if self.offsets_topic not in self.view.assignments and not self._want_offsets_topic:
+            self._want_offsets_topic = True
+            self._wake.set()
+
+    def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
+        leader = self.view.leader(topic, partition)
+        return None if leader == NO_LEADER else self.view.brokers.get(leader)
+
+    # ---------------------------------------------------------------- the loop
+    async def run(self, host: str, port: int) -> None:
+        self.me = BrokerInfo(self.node_id, host, port, self.rack)
+        await self._register_at_start()
+        streak = 0  # turns in a row that asked to read again at once (bounded: then wait for a wake)
+        while True:
+            self._wake = trio.Event()  # replaced before reading: a change during the read wakes the next turn
+            try:
+                again = await self._turn()
+            except (ZkError, KazooException) as e:  # a session/connection error mid-turn: retried next wake
+                log.warning("cluster turn failed: %s", e)
+                again = False
+            streak = streak + 1 if again else 0
+            if again and streak < MAX_STREAK:
+                continue
+            with trio.move_on_after(REFRESH_S):
+                await self._wake.wait()
+
+    async def _register_at_start(self) -> None:
+        assert self.me is not None
+        deadline = trio.current_time() + self.session_timeout_s + 5.0
+        while True:
+            try:
+                await self.zk.register_broker(self.me)
+                log.info("registered as broker %s (%s:%s, rack %s)", self.node_id, self.me.host, self.me.port,
+                         self.rack)
+                return
+            except NodeExistsError:
+                if trio.current_time() >= deadline:
+                    raise StartupError(f"node.id {self.node_id} is already registered in ZooKeeper "
+                                       f"({self.connect_string}) by a live broker") from None
+            except ZkError as e:
+                if trio.current_time() >= deadline:
+                    raise StartupError(f"cannot register in ZooKeeper ({self.connect_string}): {e}") from None
+            await trio.sleep(RETRY_S)
+
+    async def _turn(self) -> bool:
+        """One reconciliation; True when it changed ZooKeeper and should read again at once."""
+        assert self.me is not None
+        try:
+            snap = await self.zk.read_snapshot(self._on_watch)
+        except ZkError as e:
+            log.warning("reading cluster state failed: %s", e)
+            await trio.sleep(RETRY_S)
+            return False
+        for problem in snap.problems:
+            log.error("cluster state: %s", problem)
+        session = self.zk.session_id()
+        if session is None:
+            return False
+        if snap.broker_owners.get(self.node_id) != session:
+            return await self._reregister()
+        view = snap.view
+        if view.controller_id == -1:
+            won = await self._elect()
+            if won:
+                return True
+        if self.controller is not None and not self.controller.holds(snap, session):
+            log.info("no longer controller (epoch %s)", self.controller.epoch)
+            self.controller = None
+        if self.controller is not None:
+            try:
+                if await self.controller.step(self.zk, snap, self.unclean):
+                    return True
+            except ZkError as e:
+                log.warning("controller step failed: %s", e)
+        if self._want_offsets_topic and await self._create_offsets_topic(snap):
+            return True
+        self._publish(view)
+        return False
+
+    async def _reregister(self) -> bool:
+        assert self.me is not None
+        try:
+            await self.zk.register_broker(self.me)
+            log.info("registered again as broker %s with a new ZooKeeper session", self.node_id)
+            return True
+        except NodeExistsError:
+            log.warning("broker %s is still registered by an older session; waiting for it to expire",
+                        self.node_id)
+        except ZkError as e:
+            log.warning("registering again failed: %s", e)
+        await trio.sleep(RETRY_S)
+        return False
+
+    async def _elect(self) -> bool:
+        try:
+            won = await self.zk.elect_controller(self.node_id)
+        except ZkError as e:
+            log.warning("controller election failed: %s", e)
+            return False
+        if won is None:
+            return False
+        epoch, version = won
+        self.controller = Controller(self.node_id, epoch, version)
+        log.info("elected controller with epoch %s", epoch)
+        return True
+
+    async def _create_offsets_topic(self, snap: Snapshot) -> bool:
+        self._want_offsets_topic = False
+        view = snap.view
+        if self.offsets_topic in view.assignments or not view.brokers:
+            return False
+        replicas = assign_replicas(view.brokers, self.offsets_partitions, self.offsets_rf,
+                                   start_index=random.randrange(len(view.brokers)))
+        try:
+            created = await self.zk.create_topic(self.offsets_topic, replicas)
+        except ZkError as e:
+            log.warning("creating %s failed: %s", self.offsets_topic, e)
+            self._want_offsets_topic = True
+            return False
+        if created:
+            log.info("created %s: %d partitions, replication factor %d over brokers %s", self.offsets_topic,
+                     self.offsets_partitions, len(replicas[0]), sorted(view.brokers))
+        return True
+
+    def _publish(self, view: ClusterView) -> None:
+        self.view = view
+        self.on_leadership(view.led_by(self.node_id, self.offsets_topic))

@@ -1,0 +1,188 @@
+"""Cluster state and its ZooKeeper encoding, laid out as Apache Kafka's ZooKeeper-era ``ZkData``.
+
+Paths (under the chroot of ``zookeeper.connect``):
+- ``/brokers/ids/<id>``: ephemeral, the live broker's registration (host, port, rack, endpoints).
+- ``/controller``: ephemeral, ``{"brokerid": id}`` of the elected controller.
+- ``/controller_epoch``: persistent, the controller epoch as a decimal string; bumped (version-checked)
+  by every newly elected controller in the same transaction that creates ``/controller``.
+- ``/brokers/topics/<topic>``: persistent, the replica assignment ``{"partitions": {"0": [1, 2, 3]}}``.
+- ``/brokers/topics/<topic>/partitions/<p>/state``: persistent, ``{"leader", "leader_epoch", "isr",
+  "controller_epoch"}``; written only by the controller, each write checked against the controller epoch's
+  znode version and (for updates) the state znode's own version.
+
+Rules:
+- Everything here is plain data and pure functions: no kazoo, no clock. Decoders raise ``ValueError`` on
+  JSON that is not what they expect (a corrupt znode is reported, never half-read).
+- ``NO_LEADER`` (-1) is Kafka's ``LeaderAndIsr.NO_LEADER``: a partition whose leader is gone and for which
+  no eligible replica is live.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+NO_LEADER = -1
+
+BROKERS_IDS = "/brokers/ids"
+BROKERS_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+PERSISTENT_PATHS = ("/brokers", BROKERS_IDS, BROKERS_TOPICS)
+
+TopicPartition = tuple[str, int]
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKERS_IDS}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKERS_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKERS_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKERS_TOPICS}/{topic}/partitions/{partition}"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{BROKERS_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Kafka's ``LeaderIsrAndControllerEpoch``: who leads, since which leader epoch, who is in sync, and the
+    epoch of the controller that wrote it."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What one node knows of the cluster at a moment: every field read from ZooKeeper."""
+
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    controller_id: int = -1
+    controller_epoch: int = 0
+    assignments: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)  # topic -> p -> replicas
+    states: dict[TopicPartition, PartitionState] = field(default_factory=dict)
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's live leader, or NO_LEADER (none, unknown, or its broker is not registered)."""
+        st = self.states.get((topic, partition))
+        if st is None or st.leader not in self.brokers:
+            return NO_LEADER
+        return st.leader
+
+    def led_by(self, node_id: int, topic: str) -> set[int]:
+        return {p for (t, p), st in self.states.items() if t == topic and st.leader == node_id
+                and node_id in self.brokers}
+
+
+# ---------------------------------------------------------------- JSON, as Kafka writes it
+def _load(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{what}: not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{what}: expected a JSON object")
+    return obj
+
+
+def _int(obj: dict[str, Any], key: str, what: str) -> int:
+    v = obj.get(key)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ValueError(f"{what}: {key!r} is not an integer")
+    return v
+
+
+def _ints(v: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(v, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+        raise ValueError(f"{what}: expected a list of integers")
+    return tuple(v)
+
+
+def encode_broker(b: BrokerInfo, timestamp_ms: int) -> bytes:
+    """Kafka's BrokerIdZNode v5 (plaintext listener only)."""
+    obj: dict[str, Any] = {
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [f"PLAINTEXT://{b.host}:{b.port}"], "jmx_port": -1, "features": {},
+        "host": b.host, "port": b.port, "timestamp": str(timestamp_ms), "version": 5,
+    }
+    if b.rack is not None:
+        obj["rack"] = b.rack
+    return json.dumps(obj).encode()
+
+
+def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
+    what = f"broker {node_id} registration"
+    obj = _load(data, what)
+    host = obj.get("host")
+    if not isinstance(host, str):
+        raise ValueError(f"{what}: 'host' is not a string")
+    rack = obj.get("rack")
+    return BrokerInfo(node_id, host, _int(obj, "port", what), rack if isinstance(rack, str) else None)
+
+
+def encode_controller(node_id: int, timestamp_ms: int) -> bytes:
+    return json.dumps({"version": 1, "brokerid": node_id, "timestamp": str(timestamp_ms)}).encode()
+
+
+def decode_controller(data: bytes) -> int:
+    return _int(_load(data, "controller"), "brokerid", "controller")
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        return int(data.decode("ascii").strip())
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError(f"controller epoch: not an integer: {data[:40]!r}") from None
+
+
+def encode_assignment(replicas: dict[int, tuple[int, ...]]) -> bytes:
+    return json.dumps({"version": 2, "partitions": {str(p): list(r) for p, r in sorted(replicas.items())},
+                       "adding_replicas": {}, "removing_replicas": {}}).encode()
+
+
+def decode_assignment(topic: str, data: bytes) -> dict[int, tuple[int, ...]]:
+    what = f"topic {topic} assignment"
+    parts = _load(data, what).get("partitions")
+    if not isinstance(parts, dict):
+        raise ValueError(f"{what}: 'partitions' is not an object")
+    out: dict[int, tuple[int, ...]] = {}
+    for p, replicas in parts.items():
+        try:
+            index = int(p)
+        except ValueError:
+            raise ValueError(f"{what}: partition {p!r} is not an integer") from None
+        out[index] = _ints(replicas, what)
+    return out
+
+
+def encode_state(st: PartitionState) -> bytes:
+    return json.dumps({"controller_epoch": st.controller_epoch, "leader": st.leader, "version": 1,
+                       "leader_epoch": st.leader_epoch, "isr": list(st.isr)}).encode()
+
+
+def decode_state(tp: TopicPartition, data: bytes) -> PartitionState:
+    what = f"partition {tp[0]}-{tp[1]} state"
+    obj = _load(data, what)
+    return PartitionState(_int(obj, "leader", what), _int(obj, "leader_epoch", what),
+                          _ints(obj.get("isr"), what), _int(obj, "controller_epoch", what))

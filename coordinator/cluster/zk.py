@@ -1,0 +1,313 @@
+"""The ZooKeeper side of cluster mode: the only module that imports kazoo.
+
+Rules:
+- ``zookeeper.connect`` is ``host:port[,host:port...][/chroot]``, as Kafka's. The chroot is created when
+  missing (Kafka's ``createChrootIfNecessary``) and every path here is prefixed with it.
+- Nothing blocks the trio thread or waits without a bound: kazoo's ``*_async`` calls are issued from the
+  trio thread (they only queue a request) and their results come back through ``rawlink`` callbacks and
+  ``TrioToken.run_sync_soon``; every wait has ``op_timeout_s`` (a plain ``zk.set()`` blocks forever without
+  quorum). Connecting runs in a worker thread, bounded by the connection timeout.
+- Watches are one-shot and re-armed by every ``read_snapshot(watch)``; the watch function and kazoo's
+  connection-state listener must only signal (they run on kazoo's threads).
+- Controller election is Kafka's: one transaction creates the ephemeral ``/controller`` and sets
+  ``/controller_epoch`` to epoch + 1 checked against the version read, so two nodes can never both win the
+  same epoch. Every partition-state write is a transaction that first checks ``/controller_epoch``'s version
+  is still the one this controller wrote (Kafka's ``checkControllerAndEpoch``), and updates a state znode
+  only at the version it was read at.
+- Errors reach callers as ``ZkError`` (with the kazoo error's name), never as kazoo types.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from .state import (
+    BROKERS_IDS,
+    BROKERS_TOPICS,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    PERSISTENT_PATHS,
+    BrokerInfo,
+    ClusterView,
+    PartitionState,
+    TopicPartition,
+    broker_path,
+    decode_assignment,
+    decode_broker,
+    decode_controller,
+    decode_controller_epoch,
+    decode_state,
+    encode_assignment,
+    encode_broker,
+    encode_controller,
+    encode_state,
+    partition_path,
+    state_path,
+    topic_path,
+)
+
+log = logging.getLogger("groupcoord.cluster.zk")
+
+Watch = Callable[[Any], None]
+
+
+class ZkError(Exception):
+    """A ZooKeeper call failed or timed out."""
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``"h1:1,h2:2/a/b"`` -> (``"h1:1,h2:2"``, ``"/a/b"``); no chroot -> ``""``."""
+    hosts, slash, chroot = connect.strip().partition("/")
+    if not hosts:
+        raise ValueError(f"zookeeper.connect {connect!r} names no host")
+    chroot = ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
+    return hosts, chroot
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A ``ClusterView`` plus what fenced writes and ownership checks need: znode versions and the sessions
+    that own the ephemerals."""
+
+    view: ClusterView
+    controller_owner: int | None = None  # session id owning /controller
+    controller_epoch_version: int = -1  # znode version of /controller_epoch (-1: missing)
+    broker_owners: dict[int, int] = field(default_factory=dict)  # node id -> session owning its znode
+    state_versions: dict[TopicPartition, int] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+class ZkStore:
+    def __init__(self, connect: str, session_timeout_ms: int, op_timeout_s: float | None = None) -> None:
+        self.hosts, self.chroot = split_connect(connect)
+        self.session_timeout_s = session_timeout_ms / 1000
+        self.op_timeout_s = op_timeout_s if op_timeout_s is not None else max(2.0, self.session_timeout_s)
+        self.client = KazooClient(hosts=self.hosts, timeout=self.session_timeout_s)
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    def _p(self, path: str) -> str:
+        return self.chroot + path
+
+    # ---------------------------------------------------------------- lifecycle
+    async def connect(self, timeout_s: float, on_state: Callable[[str], None]) -> None:
+        """Connect (bounded), create the chroot and the persistent paths. ``on_state`` gets "SUSPENDED",
+        "LOST" or "CONNECTED" on kazoo's thread."""
+        self._token = trio.lowlevel.current_trio_token()
+        try:
+            await trio.to_thread.run_sync(self.client.start, timeout_s)
+        except KazooTimeoutError:
+            raise ZkError(f"cannot connect to ZooKeeper at {self.hosts} within {timeout_s:g} s") from None
+        except (KazooException, OSError, ValueError) as e:
+            raise ZkError(f"cannot connect to ZooKeeper at {self.hosts}: {e!r}") from None
+
+        def listener(state: str) -> None:
+            name = {KazooState.SUSPENDED: "SUSPENDED", KazooState.LOST: "LOST"}.get(state, "CONNECTED")
+            on_state(name)
+
+        self.client.add_listener(listener)
+        for path in ((self.chroot,) if self.chroot else ()) + tuple(self._p(p) for p in PERSISTENT_PATHS):
+            await self._wait(self.client.ensure_path_async(path))
+
+    def session_id(self) -> int | None:
+        cid = self.client.client_id
+        return cid[0] if cid else None
+
+    async def close(self) -> None:
+        """Close the session now (its ephemerals go at once, so others react without waiting for expiry)."""
+        def stop() -> None:
+            try:
+                self.client.stop()
+                self.client.close()
+            except KazooException as e:
+                log.warning("closing the ZooKeeper client: %r", e)
+
+        await trio.to_thread.run_sync(stop)
+
+    def signal(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the trio thread soon; callable from any thread, never blocks, and does nothing once
+        the trio run is over."""
+        if self._token is None:
+            return
+        try:
+            self._token.run_sync_soon(fn)
+        except trio.RunFinishedError:
+            pass
+
+    async def _wait(self, result: Any) -> Any:
+        done = trio.Event()
+        result.rawlink(lambda _r: self.signal(done.set))
+        with trio.move_on_after(self.op_timeout_s):
+            await done.wait()
+        if not result.ready():
+            raise ZkError(f"ZooKeeper did not answer within {self.op_timeout_s:g} s")
+        try:
+            return result.get_nowait()
+        except KazooException:
+            raise
+        except Exception as e:  # kazoo's connection-level errors
+            raise ZkError(repr(e)) from None
+
+    async def _try(self, result: Any) -> Any:
+        """``_wait``, with kazoo errors turned into ``ZkError``."""
+        try:
+            return await self._wait(result)
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+
+    # ---------------------------------------------------------------- brokers
+    async def register_broker(self, info: BrokerInfo) -> None:
+        """Create the ephemeral ``/brokers/ids/<id>``. Raises ``NodeExistsError`` when it exists (another
+        node with this id, or this node's previous session that has not expired yet)."""
+        data = encode_broker(info, int(time.time() * 1000))
+        try:
+            await self._wait(self.client.create_async(self._p(broker_path(info.node_id)), data, ephemeral=True))
+        except NodeExistsError:
+            raise
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+
+    # ---------------------------------------------------------------- controller
+    async def elect_controller(self, node_id: int) -> tuple[int, int] | None:
+        """Try to become controller: (new controller epoch, its znode version), or None when another node
+        holds ``/controller`` or won the race."""
+        client = self.client
+        try:
+            await self._wait(client.create_async(self._p(CONTROLLER_EPOCH), b"0", makepath=True))
+        except NodeExistsError:
+            pass
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        data, stat = await self._try(client.get_async(self._p(CONTROLLER_EPOCH)))
+        epoch = decode_controller_epoch(data) + 1
+        txn = client.transaction()
+        txn.create(self._p(CONTROLLER), encode_controller(node_id, int(time.time() * 1000)), ephemeral=True)
+        txn.set_data(self._p(CONTROLLER_EPOCH), str(epoch).encode(), version=stat.version)
+        results = await self._try(txn.commit_async())
+        if any(isinstance(r, Exception) for r in results):
+            return None
+        return epoch, stat.version + 1
+
+    # ---------------------------------------------------------------- topics
+    async def create_topic(self, topic: str, replicas: dict[int, tuple[int, ...]]) -> bool:
+        """Create ``/brokers/topics/<topic>`` with its assignment; False when it already exists."""
+        try:
+            await self._wait(self.client.create_async(self._p(topic_path(topic)), encode_assignment(replicas)))
+        except NodeExistsError:
+            return False
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        return True
+
+    async def write_states(self, writes: dict[TopicPartition, PartitionState], versions: dict[TopicPartition, int],
+                           epoch_version: int) -> tuple[int, bool]:
+        """Write partition states, each fenced by the controller epoch's znode version (and the state znode's
+        version for an update). Returns (how many were written, whether this controller was fenced)."""
+        client = self.client
+        parents = [client.ensure_path_async(self._p(partition_path(*tp))) for tp in writes if tp not in versions]
+        for result in parents:  # all issued at once, then awaited
+            await self._try(result)
+        pending = []
+        for tp, st in writes.items():
+            txn = client.transaction()
+            txn.check(self._p(CONTROLLER_EPOCH), epoch_version)
+            path = self._p(state_path(*tp))
+            if tp in versions:
+                txn.set_data(path, encode_state(st), version=versions[tp])
+            else:
+                txn.create(path, encode_state(st))
+            pending.append((tp, txn.commit_async()))
+        written, fenced = 0, False
+        for tp, result in pending:
+            results = await self._try(result)
+            errors = [r for r in results if isinstance(r, Exception)]
+            if not errors:
+                written += 1
+                continue
+            first = type(errors[0]).__name__
+            if first == "BadVersionError":  # the epoch check is the first op: a newer controller exists
+                fenced = True
+            log.warning("state write of %s-%s refused: %s", tp[0], tp[1], [type(e).__name__ for e in errors])
+        return written, fenced
+
+    # ---------------------------------------------------------------- reading
+    async def read_snapshot(self, watch: Watch | None = None) -> Snapshot:
+        """Brokers, controller, epoch, assignments and partition states, re-arming ``watch`` on each."""
+        client, p = self.client, self._p
+        snap = Snapshot(ClusterView())
+        view = snap.view
+        ids = await self._try(client.get_children_async(p(BROKERS_IDS), watch=watch))
+        gets = [(i, client.get_async(p(broker_path(int(i))))) for i in ids if i.isdigit()]
+        for i, result in gets:
+            try:
+                data, stat = await self._wait(result)
+            except NoNodeError:
+                continue  # gone between the listing and the read
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+            try:
+                view.brokers[int(i)] = decode_broker(int(i), data)
+                snap.broker_owners[int(i)] = stat.ephemeralOwner
+            except ValueError as e:
+                snap.problems.append(str(e))
+        controller_id, epoch = -1, 0
+        try:
+            data, stat = await self._wait(client.get_async(p(CONTROLLER), watch=watch))
+            controller_id, snap.controller_owner = decode_controller(data), stat.ephemeralOwner
+        except NoNodeError:
+            await self._try(client.exists_async(p(CONTROLLER), watch=watch))  # a watch for its creation
+        except ValueError as e:
+            snap.problems.append(str(e))
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        try:
+            data, stat = await self._wait(client.get_async(p(CONTROLLER_EPOCH)))
+            epoch, snap.controller_epoch_version = decode_controller_epoch(data), stat.version
+        except NoNodeError:
+            pass
+        except ValueError as e:
+            snap.problems.append(str(e))
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        topics = await self._try(client.get_children_async(p(BROKERS_TOPICS), watch=watch))
+        assignments: dict[str, dict[int, tuple[int, ...]]] = {}
+        for topic in topics:
+            try:
+                data, _ = await self._wait(client.get_async(p(topic_path(topic)), watch=watch))
+                assignments[topic] = decode_assignment(topic, data)
+            except NoNodeError:
+                continue
+            except ValueError as e:
+                snap.problems.append(str(e))
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+        state_gets = [((t, part), client.get_async(p(state_path(t, part)), watch=watch))
+                      for t, parts in assignments.items() for part in parts]
+        states: dict[TopicPartition, PartitionState] = {}
+        missing = []
+        for tp, result in state_gets:
+            try:
+                data, stat = await self._wait(result)
+            except NoNodeError:  # not created yet: watch for its creation
+                missing.append(client.exists_async(p(state_path(*tp)), watch=watch))
+                continue
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+            try:
+                states[tp] = decode_state(tp, data)
+                snap.state_versions[tp] = stat.version
+            except ValueError as e:
+                snap.problems.append(str(e))
+        for result in missing:
+            await self._try(result)
+        snap.view = ClusterView(view.brokers, controller_id, epoch, assignments, states)
+        return snap
+

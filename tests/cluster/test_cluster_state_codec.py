@@ -1,0 +1,64 @@
+"""ZooKeeper JSON of the cluster state: Kafka's ZkData shapes, round trips, and refusals of bad znodes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coordinator.cluster.state import (
+    BrokerInfo,
+    ClusterView,
+    PartitionState,
+    decode_assignment,
+    decode_broker,
+    decode_controller,
+    decode_controller_epoch,
+    decode_state,
+    encode_assignment,
+    encode_broker,
+    encode_controller,
+    encode_state,
+)
+
+
+def test_round_trips() -> None:
+    b = BrokerInfo(3, "127.0.0.1", 9093, "r1")
+    assert decode_broker(3, encode_broker(b, 123)) == b
+    assert decode_broker(4, encode_broker(BrokerInfo(4, "h", 1), 1)).rack is None
+    assert decode_controller(encode_controller(2, 5)) == 2
+    s = PartitionState(2, 7, (2, 1), 4)
+    assert decode_state(("t", 0), encode_state(s)) == s
+    a = {0: (1, 2, 3), 1: (2, 3, 1)}
+    assert decode_assignment("t", encode_assignment(a)) == a
+
+
+def test_kafka_field_names() -> None:
+    state = json.loads(encode_state(PartitionState(1, 2, (1, 3), 5)))
+    assert state == {"controller_epoch": 5, "leader": 1, "version": 1, "leader_epoch": 2, "isr": [1, 3]}
+    broker = json.loads(encode_broker(BrokerInfo(1, "h", 9), 0))
+    assert broker["endpoints"] == ["PLAINTEXT://h:9"] and broker["version"] == 5
+    assert json.loads(encode_assignment({0: (1,)}))["partitions"] == {"0": [1]}
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"[]", b'{"leader": "1", "leader_epoch": 0, "isr": [], '
+                                  b'"controller_epoch": 1}', b'{"leader": 1, "leader_epoch": 0, "isr": ["a"], '
+                                  b'"controller_epoch": 1}', b"\xff"])
+def test_bad_state_znode_is_a_value_error(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        decode_state(("t", 0), data)
+
+
+def test_bad_epoch_and_assignment() -> None:
+    with pytest.raises(ValueError):
+        decode_controller_epoch(b"x1")
+    with pytest.raises(ValueError):
+        decode_assignment("t", b'{"partitions": {"zero": [1]}}')
+
+
+def test_view_leader_requires_a_live_leader() -> None:
+    view = ClusterView({1: BrokerInfo(1, "h", 1)}, 1, 1, {"t": {0: (1, 2), 1: (2, 1)}},
+                       {("t", 0): PartitionState(1, 0, (1, 2), 1), ("t", 1): PartitionState(2, 0, (2, 1), 1)})
+    assert view.leader("t", 0) == 1
+    assert view.leader("t", 1) == -1  # broker 2 is not registered
+    assert view.led_by(1, "t") == {0}
