@@ -22,6 +22,7 @@ from .group import EMPTY, PREPARING, STABLE, Group
 from .outcome import Effects
 from .rebalance import (
     finish_rebalance,
+    group_record,
     maybe_prepare_rebalance,
     member_key,
     park_sync,
@@ -29,7 +30,6 @@ from .rebalance import (
     remove_member_and_update,
     reset_and_propagate_error,
     schedule_session,
-    store_group,
     try_complete_join,
 )
 from .responses import error_response, leave_response, sync_response
@@ -66,6 +66,10 @@ def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
         fx.complete(token, sync_response(error))
         return
     member = group.members[member_id]
+    record = None
+    if group.state is not STABLE and group.is_leader(member_id):  # the leader's assignment completes the sync:
+        assignment = {a["member_id"]: a["assignment"] for a in req.get("assignments") or ()}
+        record = group_record(env, group, assignment)  # encoded before anything changes
     _synced(env, group, member_id)
     if group.state is STABLE:
         if group.assignment_write == group.generation:
@@ -76,9 +80,8 @@ def handle_sync(env: Env, fx: Effects, version: int, req: dict, token: object,
         schedule_session(env, fx.now_ms, group, member)
         return
     park_sync(env, fx, group, member, token, version)
-    if group.is_leader(member_id):
-        assignment = {a["member_id"]: a["assignment"] for a in req.get("assignments") or ()}
-        _store_and_propagate(env, fx, group, assignment)
+    if record is not None:
+        _store_and_propagate(env, fx, group, assignment, record)
 
 
 def _member_request(env: Env, req: dict, while_loading: Err) -> tuple[Group | None, Err | None]:
@@ -109,8 +112,9 @@ def _synced(env: Env, group: Group, member_id: str) -> None:
             env.timers.cancel(("sync", group.group_id))
 
 
-def _store_and_propagate(env: Env, fx: Effects, group: Group, assignment: dict[str, bytes]) -> None:
-    store_group(env, fx, group, assignment)
+def _store_and_propagate(env: Env, fx: Effects, group: Group, assignment: dict[str, bytes],
+                         record: tuple[int, bytes, bytes]) -> None:
+    fx.write(*record)
     for member in group.members.values():
         member.assignment = assignment.get(member.member_id, b"")
     first = len(fx.completions)

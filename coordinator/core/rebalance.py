@@ -86,6 +86,12 @@ def evict(env: Env, fx: Effects, group: Group, member_id: str) -> None:
 
 def store_group(env: Env, fx: Effects, group: Group, assignment: dict[str, bytes] | None = None) -> None:
     """Write the group metadata record (Kafka's storeGroup) for the current generation."""
+    fx.write(*group_record(env, group, assignment))
+
+
+def group_record(env: Env, group: Group, assignment: dict[str, bytes] | None = None) -> tuple[int, bytes, bytes]:
+    """(shard, key, value) of the group metadata record for the group as it is now, encoded (and so able to
+    fail) without changing anything: handlers call it before their first change when they can."""
     protocol = group.protocol_name
     members: tuple[MemberRecord, ...] = ()
     if group.members and protocol is not None:
@@ -98,7 +104,7 @@ def store_group(env: Env, fx: Effects, group: Group, assignment: dict[str, bytes
     ts = group.state_timestamp
     value = GroupMetadataValue(group.protocol_type or "", group.generation, protocol, group.leader_id,
                                -1 if ts is None else ts, members)
-    fx.write(env.shard_of(group.group_id).shard_id, encode_group_key(group.group_id), encode_group_value(value))
+    return env.shard_of(group.group_id).shard_id, encode_group_key(group.group_id), encode_group_value(value)
 
 
 def leader_members(group: Group) -> list[dict]:
