@@ -34,10 +34,10 @@ from protocol.record_batch import (
     HEADER_SIZE,
     UnsupportedCompressionError,
     decode_batch,
-    decode_batch_key_values,
     parse_header,
     rebuild_batch,
 )
+from protocol.record_reader import key_values
 
 from .compaction import _iter_batches
 from .errors import LogOfflineError
@@ -192,7 +192,7 @@ def _offsets_and_keys(batch: memoryview) -> list[tuple[int, bytes | None]] | Non
         return None
     try:
         if header.record_count == header.last_offset_delta + 1:  # no gaps: offsets follow the order
-            _, kvs = decode_batch_key_values(batch, verify_crc=False)
+            _, kvs = key_values(batch)
             base = header.base_offset
             return [(base + i, kv[0]) for i, kv in enumerate(kvs)]
         _, records = decode_batch(batch, verify_crc=False)
@@ -244,7 +244,7 @@ def _clean_batch(batch: memoryview, latest: dict[int, int], now_ms: int, horizon
     try:
         if header.record_count == header.last_offset_delta + 1:  # fast look first: most batches go or stay whole
             base = header.base_offset
-            kvs = decode_batch_key_values(batch, verify_crc=False)[1]
+            kvs = key_values(batch)[1]
             get = latest.get
             keep = [k is not None and (v is not None or not header.attributes & DELETE_HORIZON_MASK)
                     and (get(hash(k)) or -1) <= base + i for i, (k, v) in enumerate(kvs)]

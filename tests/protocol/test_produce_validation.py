@@ -8,7 +8,7 @@ import struct
 import crc32c
 import pytest
 
-from protocol import produce_validation
+from protocol import record_reader
 from protocol.errors import ErrorCode
 from protocol.produce_validation import Checked, Refusal, Rules, stamp_log_append_time, validate_produce
 from protocol.record_batch import build_batch, decode_batch, validate_batch
@@ -53,9 +53,9 @@ def test_record_errors_are_bounded() -> None:
 @pytest.fixture(params=["c-reader", "python-walker"])
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "python-walker":
-        monkeypatch.setattr(produce_validation, "_C_READER", False)
+        monkeypatch.setattr(record_reader, "_C_READER", False)
     else:
-        assert produce_validation._c_reader() is not None, "aiokafka's Cython reader is a dependency"
+        assert record_reader.c_reader() is not None, "aiokafka's Cython reader is a dependency"
     return request.param
 
 
