@@ -154,7 +154,10 @@ class RetryingConsumer:
         self._due: dict[TopicPartition, int] = {}  # due time (epoch ms) of each parked partition's head
         self._progress: dict[TopicPartition, int] = {}  # next offset after the last handled record
         self._committed: dict[TopicPartition, int] = {}  # last offset sent in a commit
-        self._inflight: deque[_Pending] = deque()  # copies not yet acknowledged, in send order
+        # copies not yet acknowledged, per source partition in send order (acks come in order per partition,
+        # so each poll looks only at the head of each queue: no scan of every copy in flight)
+        self._inflight: dict[TopicPartition, deque[_Pending]] = {}
+        self._inflight_count = 0
         self._closed = False
 
     # ------------------------------------------------------------------ public API
@@ -293,38 +296,46 @@ class RetryingConsumer:
     def _finish(self, pending: list[_Pending], done: dict[TopicPartition, int], wait: bool = False) -> None:
         """Record this round's progress, take the acknowledgements that arrived (all of them when ``wait``),
         rewind partitions whose copy failed, and commit (async) what is now safe."""
-        self._inflight.extend(pending)
+        for p in pending:
+            queue = self._inflight.get(p.tp)
+            if queue is None:
+                queue = self._inflight[p.tp] = deque()
+            queue.append(p)
+        self._inflight_count += len(pending)
         self._progress.update(done)
-        if wait or len(self._inflight) > MAX_IN_FLIGHT_COPIES:
+        if wait or self._inflight_count > MAX_IN_FLIGHT_COPIES:
             try:
                 self.producer.flush(self.ack_timeout_s)
             except KafkaError as e:
                 log.warning("copies not acknowledged within %.1fs: %s", self.ack_timeout_s, e)
         rewind: dict[TopicPartition, int] = {}
         unacked: dict[TopicPartition, int] = {}
-        still: deque[_Pending] = deque()
-        for p in self._inflight:
-            tp, offset = p.tp, p.record.offset
-            if tp in rewind and offset > rewind[tp]:
-                continue  # behind a failed copy: handled again after the rewind anyway
-            if p.future is not None and not p.future.done():
-                still.append(p)
-                unacked[tp] = min(unacked.get(tp, offset), offset)
-                continue
-            if p.future is None or not p.future.succeeded():
-                err = None if p.future is None else p.future.exception()
-                log.warning("copy of %s@%d to %s failed (%s); handling it again", tp, offset, p.route.topic,
-                            err or "not sent")
-                self.stats.republish_errors += 1
-                rewind[tp] = offset
-                continue
-            if p.route.failed:
-                self.stats.failed += 1
-            else:
-                self.stats.retried[p.route.label] = self.stats.retried.get(p.route.label, 0) + 1
-            if self.on_republished is not None:
-                self.on_republished(p.record, p.route)
-        self._inflight = deque(p for p in still if not (p.tp in rewind and p.record.offset > rewind[p.tp]))
+        for tp, queue in list(self._inflight.items()):
+            while queue:
+                p = queue[0]
+                offset = p.record.offset
+                if p.future is not None and not p.future.done():
+                    unacked[tp] = offset
+                    break
+                queue.popleft()
+                self._inflight_count -= 1
+                if p.future is None or not p.future.succeeded():
+                    err = None if p.future is None else p.future.exception()
+                    log.warning("copy of %s@%d to %s failed (%s); handling it again", tp, offset, p.route.topic,
+                                err or "not sent")
+                    self.stats.republish_errors += 1
+                    rewind[tp] = offset
+                    self._inflight_count -= len(queue)  # behind it: handled again after the rewind anyway
+                    queue.clear()
+                    break
+                if p.route.failed:
+                    self.stats.failed += 1
+                else:
+                    self.stats.retried[p.route.label] = self.stats.retried.get(p.route.label, 0) + 1
+                if self.on_republished is not None:
+                    self.on_republished(p.record, p.route)
+            if not queue:
+                del self._inflight[tp]
         assigned = self.consumer.assignment()
         for tp, offset in rewind.items():
             self._progress[tp] = offset
@@ -366,4 +377,5 @@ class RetryingConsumer:
             self._due.pop(tp, None)
             self._progress.pop(tp, None)
             self._committed.pop(tp, None)
-        self._inflight = deque(p for p in self._inflight if p.tp not in partitions)
+        for tp in partitions:
+            self._inflight_count -= len(self._inflight.pop(tp, ()))
