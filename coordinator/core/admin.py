@@ -101,14 +101,17 @@ def _delete(env: Env, fx: Effects, group_id: str) -> Err:
         return Err.GROUP_ID_NOT_FOUND
     if group.state is not EMPTY:
         return Err.NON_EMPTY_GROUP
+    # the tombstones' keys are encoded before anything changes (exception safety)
+    keys = [encode_offset_key(group_id, topic, partition) for topic, partition in shard.offsets.get(group_id, {})]
+    if group.generation > 0:
+        keys.append(encode_group_key(group_id))
     group.transition(DEAD, fx.now_ms)
     del shard.groups[group_id]
     for member_id in group.pending_members:
         env.timers.cancel(member_key(group_id, member_id))
-    for topic, partition in shard.offsets.pop(group_id, {}):
-        fx.write(shard.shard_id, encode_offset_key(group_id, topic, partition), None)
-    if group.generation > 0:
-        fx.write(shard.shard_id, encode_group_key(group_id), None)
+    shard.offsets.pop(group_id, None)
+    for key in keys:
+        fx.write(shard.shard_id, key, None)
     return Err.NONE
 
 

@@ -107,6 +107,13 @@ def group_record(env: Env, group: Group, assignment: dict[str, bytes] | None = N
     return env.shard_of(group.group_id).shard_id, encode_group_key(group.group_id), encode_group_value(value)
 
 
+def empty_group_record(env: Env, group: Group, now_ms: int) -> tuple[int, bytes, bytes]:
+    """(shard, key, value) of the record ``complete_join`` writes when a rebalance leaves ``group`` with no
+    member (next generation, no protocol, Empty since ``now_ms``), encoded without changing the group."""
+    value = GroupMetadataValue(group.protocol_type or "", group.generation + 1, None, group.leader_id, now_ms, ())
+    return env.shard_of(group.group_id).shard_id, encode_group_key(group.group_id), encode_group_value(value)
+
+
 def leader_members(group: Group) -> list[dict]:
     protocol = group.protocol_name or ""
     return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata(protocol)}
@@ -197,14 +204,17 @@ def complete_join(env: Env, fx: Effects, group: Group) -> None:
         # Only static members that did not rejoin are left: wait another rebalance timeout.
         env.timers.schedule(("join", gid), now + max(group.rebalance_timeout_ms(), 1))
         return
-    group.generation += 1
-    group.pending_sync.clear()
     if not group.members:
+        record = empty_group_record(env, group, now)  # encoded before the group changes
+        group.generation += 1
+        group.pending_sync.clear()
         group.protocol_name = None
         group.transition(EMPTY, now)
-        store_group(env, fx, group)
+        fx.write(*record)
         finish_rebalance(env, group, now)
         return
+    group.generation += 1
+    group.pending_sync.clear()
     group.protocol_name = group.select_protocol()
     group.transition(COMPLETING, now)
     everyone = leader_members(group)
@@ -242,6 +252,8 @@ def reset_and_propagate_error(env: Env, fx: Effects, group: Group, error: Err) -
 
 
 def remove_member_and_update(env: Env, fx: Effects, group: Group, member_id: str, reason: str) -> None:
+    if group.members.keys() == {member_id}:  # the group empties: its record must encode before anything goes
+        empty_group_record(env, group, fx.now_ms)
     evict(env, fx, group, member_id)
     if group.state in (STABLE, COMPLETING):
         maybe_prepare_rebalance(env, fx, group, reason)
