@@ -49,6 +49,15 @@ apt-deps: $(APT_STAMP)
 run: compile
 	$(BIN)/groupcoord serve $(ARGS)
 
+# The docker-compose topology as local processes on 127.0.0.1 (deploy/local_cluster.py; README "Cluster"):
+# ZooKeeper, three nodes and Prometheus, data and logs under ./cluster-data (CLUSTER_* env vars override).
+.PHONY: cluster cluster-stop
+cluster: compile $(APT_STAMP)
+	$(BIN)/python deploy/local_cluster.py start
+
+cluster-stop: | $(BIN)/python
+	$(BIN)/python deploy/local_cluster.py stop
+
 # PySpark (~456 MB) for spark_bridge and its tests (marked `spark`), which `make test` runs with the rest.
 SPARK_STAMP := $(VENV)/.spark-installed
 

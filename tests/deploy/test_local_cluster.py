@@ -1,0 +1,168 @@
+"""`make cluster` / `make cluster-stop`: the compose topology as local processes, end to end.
+
+On free 127.0.0.1 ports and a temp CLUSTER_DIR: the three nodes form a cluster, a kafka-python group consumes
+through it, Prometheus reports ``up == 1`` for the three targets within 20 s, every Grafana panel's PromQL
+returns data from that Prometheus and names only metrics the nodes export, and `make cluster-stop` leaves
+none of the recorded processes (nor anything in their process groups) behind.
+
+Rules: every wait is bounded; the only wall-clock assertion is the 20 s Prometheus deadline; processes are
+ended by `make cluster-stop` (recorded PIDs), and, if that fails, by those PIDs here.
+User topics are still each node's own (no replication, see README), so the topic is created and filled on
+every node: whichever node kafka-python asks for Metadata then names itself leader and has the records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+sys.path.insert(0, str(REPO / "deploy"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cluster_nodes import wait_for  # noqa: E402
+from local_cluster import group_members, is_ours  # noqa: E402
+from test_deploy_files import dashboard_exprs, metric_names  # noqa: E402
+from zookeeper_process import ZOOKEEPER_JAR, free_port  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not ZOOKEEPER_JAR.exists(), reason="make test installs zookeeper")
+
+GROUPCOORD = str(Path(sys.executable).with_name("groupcoord"))
+TOPIC, GROUP, RECORDS = "deploy-walk", "deploy-group", 20
+
+
+def make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["make", "-s", target], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+
+
+def cli(*args: str) -> str:
+    r = subprocess.run([GROUPCOORD, *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, f"groupcoord {' '.join(args)}: {r.stdout}{r.stderr}"
+    return r.stdout
+
+
+def prom_query(port: int, expr: str) -> list[dict[str, Any]]:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=5) as r:
+        body = json.load(r)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def scrape_names(port: int) -> set[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {re.split(r"[{ ]", ln, maxsplit=1)[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
+
+
+def consume_with_kafka_python(bootstrap: str) -> list[bytes]:
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=GROUP, auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000,
+                             consumer_timeout_ms=15000)
+    got: list[bytes] = []
+    try:
+        for message in consumer:
+            got.append(message.value)
+            if len(got) == RECORDS:
+                break
+        consumer.commit()
+    finally:
+        consumer.close()
+    return got
+
+
+def test_make_cluster_end_to_end(tmp_path: Path) -> None:
+    ports = {name: free_port() for name in ("zk", "n1", "n2", "n3", "m1", "m2", "m3", "prom")}
+    cluster_dir = tmp_path / "cluster-data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPCOORD_")}
+    env.update(CLUSTER_DIR=str(cluster_dir), CLUSTER_ZK_PORT=str(ports["zk"]),
+               CLUSTER_NODE_PORTS=f"{ports['n1']},{ports['n2']},{ports['n3']}",
+               CLUSTER_METRICS_PORTS=f"{ports['m1']},{ports['m2']},{ports['m3']}",
+               CLUSTER_PROMETHEUS_PORT=str(ports["prom"]), CLUSTER_SCRAPE_INTERVAL="1s")
+    nodes = [f"127.0.0.1:{ports[n]}" for n in ("n1", "n2", "n3")]
+    recorded: dict[str, dict[str, Any]] = {}
+    try:
+        started = make("cluster", env)
+        assert started.returncode == 0, started.stdout + started.stderr
+        started_at = time.monotonic()
+        recorded = json.loads((cluster_dir / "cluster.pids").read_text())
+        assert set(recorded) == {"zookeeper", "node1", "node2", "node3", "prometheus"}
+        for addr in nodes:
+            assert addr in started.stdout
+        assert f"http://127.0.0.1:{ports['prom']}/" in started.stdout and "make cluster-stop" in started.stdout
+
+        # the three nodes form a cluster
+        describe = wait_for("a 3-node cluster", lambda: (lambda out: out if "NODES 3" in out else None)(
+            cli("cluster", "describe", "-b", nodes[0])), timeout=20)
+        assert "CONTROLLER" in describe
+
+        # Prometheus: up == 1 for all three targets within 20 s of `make cluster` returning
+        up = wait_for("up == 1 for three targets",
+                      lambda: (lambda r: r if len(r) == 3 else None)(prom_query(ports["prom"],
+                                                                                 'up{job="groupcoord"} == 1')),
+                      timeout=max(0.1, 20 - (time.monotonic() - started_at)), interval=0.5)
+        assert {s["metric"]["node"] for s in up} == {"node1", "node2", "node3"}
+
+        # a kafka-python group consumes through the cluster
+        for addr in nodes:  # `produce` may already have created it on a node it asked for Metadata
+            r = subprocess.run([GROUPCOORD, "topics", "create", "-b", addr, TOPIC], capture_output=True,
+                               text=True, timeout=60)
+            assert r.returncode == 0 or "TOPIC_ALREADY_EXISTS" in r.stdout, r.stdout + r.stderr
+            r = subprocess.run([GROUPCOORD, "produce", "-b", addr, TOPIC], capture_output=True, text=True,
+                               timeout=60, input="".join(f"record-{i}\n" for i in range(RECORDS)))
+            assert r.returncode == 0, r.stdout + r.stderr
+        got = consume_with_kafka_python(nodes[0])
+        assert got == [f"record-{i}".encode() for i in range(RECORDS)]
+        group = cli("groups", "describe", "-b", nodes[1], GROUP)
+        assert f"GROUP {GROUP}" in group and "COORDINATOR 127.0.0.1:" in group
+
+        # kill a node (the walk-through): the cluster sees it go; `start-node` brings it back
+        os.kill(int(recorded["node3"]["pid"]), signal.SIGKILL)
+        wait_for("node 3 leaving", lambda: "NODES 2" in cli("cluster", "describe", "-b", nodes[0]), timeout=20)
+        last: list[str] = []
+
+        def coordinator_alive() -> str | None:
+            r = subprocess.run([GROUPCOORD, "groups", "describe", "-b", nodes[0], GROUP], capture_output=True,
+                               text=True, timeout=60)
+            last[:] = [r.stdout + r.stderr]
+            return r.stdout if r.returncode == 0 and f":{ports['n3']} (" not in r.stdout else None
+
+        moved = wait_for("the group's coordinator on a live node", coordinator_alive, timeout=20,
+                         describe=lambda: "".join(last))
+        assert "COORDINATOR 127.0.0.1:" in moved
+        back = subprocess.run([sys.executable, str(REPO / "deploy" / "local_cluster.py"), "start-node", "3"],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert back.returncode == 0, back.stdout + back.stderr
+        recorded = json.loads((cluster_dir / "cluster.pids").read_text())
+        wait_for("node 3 back", lambda: "NODES 3" in cli("cluster", "describe", "-b", nodes[0]), timeout=20)
+
+        # every dashboard query names exported metrics and returns data from this Prometheus
+        exported = set().union(*(scrape_names(ports[m]) for m in ("m1", "m2", "m3"))) | {"up"}
+        for expr in dashboard_exprs():
+            assert metric_names(expr) <= exported, expr
+            wait_for(f"data for {expr}", lambda expr=expr: prom_query(ports["prom"], expr) or None,
+                     timeout=30, interval=0.5)
+    finally:
+        stopped = make("cluster-stop", env)
+        leftovers = [f"{name} {e['pid']}" for name, e in recorded.items()
+                     if is_ours(int(e["pid"]), str(e["marker"])) or group_members(int(e["pid"]))]
+        for e in recorded.values():  # only if cluster-stop failed: end what we started, by PID
+            if is_ours(int(e["pid"]), str(e["marker"])):
+                os.killpg(int(e["pid"]), signal.SIGKILL)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert not leftovers, f"make cluster-stop left {leftovers}"
+    assert not (cluster_dir / "cluster.pids").exists()
