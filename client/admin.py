@@ -1,4 +1,4 @@
-"""AdminClient: describe the cluster, list/describe/delete groups, read group offsets, manage topics.
+"""AdminClient: describe the cluster, list/describe/delete groups, read and delete group offsets, topics.
 
 Rules:
 - Every result is a plain dataclass (the ``groupcoord groups ...`` CLI prints them); per-group and
@@ -25,7 +25,7 @@ from client.offsets import OFFSET_FETCH, OffsetAndMetadata, offset_fetch_body, p
 from protocol.errors import ErrorCode, error_name
 
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 16, 15, 42, 19, 20
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 32, 44, 47
 _RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _RELOOKUP = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
@@ -185,6 +185,19 @@ class AdminClient:
             entry = next((r for r in resp["results"] if r["group_id"] == gid), None)
             results.append(GroupResult(gid, entry["error_code"] if entry else ErrorCode.UNKNOWN_SERVER_ERROR))
         return results
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """OffsetDelete (KIP-496): each partition's error code (GROUP_SUBSCRIBED_TO_TOPIC, ...; 0 = deleted or
+        nothing to delete); a group-level error (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) raises KafkaError."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp[0], []).append(tp[1])
+        body = {"group_id": group_id, "topics": [
+            {"name": t, "partitions": [{"partition_index": p} for p in parts]} for t, parts in by_topic.items()]}
+        _, resp, _ = self._group_request(group_id, OFFSET_DELETE, body, lambda r: r["error_code"])
+        check(resp["error_code"], group_id)
+        return {TopicPartition(t["name"], p["partition_index"]): p["error_code"]
+                for t in resp["topics"] for p in t["partitions"]}
 
     # ------------------------------------------------------------------ topics
     def create_topics(self, topics: Iterable[NewTopic] | Mapping[str, int], *, timeout_ms: int = 30000,

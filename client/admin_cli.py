@@ -120,6 +120,28 @@ def groups_delete(admin: AdminClient, args: argparse.Namespace) -> int:
     return 1 if any(r.error_code for r in results) else 0
 
 
+def groups_delete_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
+    gid = args.group[0]
+    if args.partition:
+        tps = [TopicPartition(t, p) for t in args.topic for p in args.partition]
+    else:
+        admin.cluster.refresh_metadata(args.topic)
+        counts = admin.cluster.partition_counts(args.topic)
+        missing = [t for t in args.topic if not counts.get(t)]
+        if missing:
+            print(f"groupcoord: unknown topic(s): {', '.join(missing)}", file=sys.stderr)
+            return 1
+        tps = [TopicPartition(t, p) for t in args.topic for p in range(counts[t])]
+    try:
+        results = admin.delete_group_offsets(gid, tps)
+    except KafkaError as e:
+        print(f"groupcoord: group {gid}: {e}", file=sys.stderr)
+        return 1
+    table(["TOPIC", "PARTITION", "RESULT"],
+          [(tp.topic, tp.partition, error_name(code) if code else "deleted") for tp, code in sorted(results.items())])
+    return 1 if any(results.values()) else 0
+
+
 def _parse_time(text: str) -> int:
     try:
         dt = datetime.fromisoformat(text)
@@ -268,6 +290,11 @@ def add_parsers(sub: Any) -> None:
     how.add_argument("--shift-by", type=int, metavar="N")
     p.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
     p.set_defaults(run=groups_reset_offsets)
+    p = common(gsub.add_parser("delete-offsets", help="delete a group's committed offsets (KIP-496)"))
+    p.add_argument("group", nargs=1)
+    p.add_argument("--topic", action="append", required=True)
+    p.add_argument("--partition", type=int, action="append", help="only these partitions (default: all)")
+    p.set_defaults(run=groups_delete_offsets)
 
     topics = sub.add_parser("topics", help="topic admin (like kafka-topics)")
     tsub = topics.add_subparsers(dest="action", required=True)

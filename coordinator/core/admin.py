@@ -1,4 +1,4 @@
-"""DescribeGroups (15), ListGroups (16) and DeleteGroups (42).
+"""DescribeGroups (15), ListGroups (16), DeleteGroups (42) and OffsetDelete (47).
 
 Describe: per group; a shard that is loading/not owned answers its error with empty fields; an unknown
 group is described as "Dead" (v6+: with GROUP_ID_NOT_FOUND); a Stable group lists members with their
@@ -8,13 +8,23 @@ groups are "classic"); error COORDINATOR_LOAD_IN_PROGRESS while any shard loads.
 Delete: only Empty groups (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND if unknown): the group turns
 Dead, is removed from memory at once, and tombstones are written for its offsets and (if it ever had a
 generation) its metadata; the response is released once those are durable, or carries the write error.
+OffsetDelete (Kafka's OffsetMetadataManager.deleteOffsets): group-level errors (unknown or Dead group:
+GROUP_ID_NOT_FOUND; a non-empty group whose protocol type is not "consumer": NON_EMPTY_GROUP) answer with
+no topics. Per topic: one the members subscribe to answers GROUP_SUBSCRIBED_TO_TOPIC for each partition
+(an Empty group subscribes to nothing; a consumer group whose subscriptions cannot be read is taken as
+subscribed to everything, as Kafka does); otherwise each partition answers NONE and a committed (or
+pending) offset gets a tombstone, so the offset disappears when the tombstone is replayed (durable) and
+stays deleted after a restart. Partitions the runtime found unknown (``req["unknown_partitions"]``, Kafka's
+metadata check before the coordinator) answer UNKNOWN_TOPIC_OR_PARTITION. A failed write answers its error
+at the top level with no topics.
 """
 
 from __future__ import annotations
 
 from .env import Env
 from .errors import Err
-from .group import DEAD, EMPTY, STABLE
+from .group import DEAD, EMPTY, STABLE, Group
+from .offsets import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .outcome import Effects
 from .rebalance import member_key
 from .records import encode_group_key, encode_offset_key
@@ -115,3 +125,52 @@ def _delete(env: Env, fx: Effects, group_id: str) -> Err:
     return Err.NONE
 
 
+
+
+def handle_offset_delete(env: Env, fx: Effects, version: int, req: dict, token: object,
+                         client_id: str = "", client_host: str = "") -> None:
+    group_id = req.get("group_id")
+    topics = req.get("topics") or []
+    error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
+    shard = env.shard_of(group_id) if error is None else None
+    group = shard.groups.get(group_id) if shard is not None else None
+    if error is None and (group is None or group.state is DEAD):
+        error = Err.GROUP_ID_NOT_FOUND
+    if error is None and group.state is not EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        error = Err.NON_EMPTY_GROUP
+    if error is not None:
+        fx.complete(token, {"error_code": int(error), "topics": []})
+        return
+    unknown = req.get("unknown_partitions") or frozenset()
+    offsets = shard.offsets.get(group_id, {})
+    results, keys = [], []
+    for t in topics:
+        name, parts = t["name"], []
+        subscribed = _is_subscribed(group, name)
+        for p in t.get("partitions") or ():
+            index = p["partition_index"]
+            if (name, index) in unknown:
+                code = Err.UNKNOWN_TOPIC_OR_PARTITION
+            elif subscribed:
+                code = Err.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                code = Err.NONE
+                if (name, index) in offsets or shard.has_pending_commit(group_id, name, index):
+                    keys.append(encode_offset_key(group_id, name, index))  # encoded before any write
+            parts.append({"partition_index": index, "error_code": int(code)})
+        results.append({"name": name, "partitions": parts})
+    for key in keys:
+        fx.write(shard.shard_id, key, None)
+    fx.complete(token, {"error_code": int(Err.NONE), "topics": results})
+    if keys:
+        fx.on_fail(lambda fail_fx, err: fail_fx.complete(token, {"error_code": err, "topics": []}))
+
+
+def _is_subscribed(group: Group, topic: str) -> bool:
+    """Kafka's ClassicGroup.isSubscribedToTopic over its computeSubscribedTopics."""
+    if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return False
+    if not group.members:
+        return False
+    topics = subscribed_topics(group)
+    return True if topics is None else topic in topics

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .admin import handle_delete_groups, handle_describe_groups, handle_list_groups
+from .admin import handle_delete_groups, handle_describe_groups, handle_list_groups, handle_offset_delete
 from .bulk_replay import replay_records
 from .config import GroupConfig
 from .env import Env
@@ -64,12 +64,13 @@ from .sharding import partition_for
 SUPPORTED_APIS: dict[int, tuple[str, int, int]] = {
     8: ("OffsetCommit", 2, 9), 9: ("OffsetFetch", 1, 9), 11: ("JoinGroup", 0, 9), 12: ("Heartbeat", 0, 4),
     13: ("LeaveGroup", 0, 5), 14: ("SyncGroup", 0, 5), 15: ("DescribeGroups", 0, 6),
-    16: ("ListGroups", 0, 5), 42: ("DeleteGroups", 0, 2),
+    16: ("ListGroups", 0, 5), 42: ("DeleteGroups", 0, 2), 47: ("OffsetDelete", 0, 0),
 }
 
 _HANDLERS = {
     8: handle_offset_commit, 9: handle_offset_fetch, 11: handle_join, 12: handle_heartbeat, 13: handle_leave,
     14: handle_sync, 15: handle_describe_groups, 16: handle_list_groups, 42: handle_delete_groups,
+    47: handle_offset_delete,
 }
 
 

@@ -6,7 +6,9 @@ member id or an instance id must name a current member (FENCED_INSTANCE_ID / UNK
 current generation (ILLEGAL_GENERATION); an anonymous commit to a non-empty group is UNKNOWN_MEMBER_ID;
 CompletingRebalance answers REBALANCE_IN_PROGRESS. A valid member's commit re-arms its session.
 Per partition: metadata longer than offset.metadata.max.bytes -> OFFSET_METADATA_TOO_LARGE (others
-commit). Committed offsets become visible to OffsetFetch when their record is replayed (after append);
+commit). Old versions: v0 carries no generation or member id (a commit with generation -1, accepted
+only by an Empty or unknown group); v1's per-partition ``commit_timestamp`` (unless -1) is the stored
+commit time, so retention (and the expire time) counts from it. Committed offsets become visible to OffsetFetch when their record is replayed (after append);
 the response is released once durable. ``commit_one`` is the same rule for a one-partition request (the
 common shape) without request dicts or hooks: it returns the partition's error or a PendingCommit, which
 ``commit_settled`` makes visible (durable) or drops (failed).
@@ -67,7 +69,7 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
         for p in t["partitions"]:
             index = p["partition_index"]
             value = _committed(env, version, p["committed_offset"], p.get("committed_leader_epoch"),
-                               p.get("committed_metadata"), fx.now_ms, expire)
+                               p.get("committed_metadata"), _commit_time(version, p, fx.now_ms), expire)
             if type(value) is not OffsetCommitValue:
                 parts.append((index, value))
                 continue
@@ -92,6 +94,13 @@ def _committed(env: Env, version: int, offset: int, leader_epoch: int | None, me
         return Err.OFFSET_METADATA_TOO_LARGE
     epoch = -1 if version < 6 or leader_epoch is None else leader_epoch
     return OffsetCommitValue(offset, epoch, metadata, now_ms, expire)
+
+
+def _commit_time(version: int, partition: dict, now_ms: int) -> int:
+    """A v1 commit's own ``commit_timestamp`` when given (not -1), else the broker's time (Kafka's
+    OffsetAndMetadata.fromRequest); retention then runs from it."""
+    ts = partition.get("commit_timestamp", -1) if version == 1 else -1
+    return now_ms if ts is None or ts == -1 else ts
 
 
 def _expire_at(version: int, retention_ms: int | None, now_ms: int) -> int | None:

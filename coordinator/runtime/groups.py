@@ -21,6 +21,7 @@ Rules:
   is collected every ``GC_YOUNG_THRESHOLD`` net new containers (not 700).
 - Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
 - ``now_ms`` is wall-clock milliseconds (commit timestamps and retention outlive the process).
+- OffsetDelete's partitions are checked against the hosted topics here (``unknown_partitions``).
 - FindCoordinator is answered here: a single node coordinates every group (key type 0); transaction
   coordinators (key type 1) are not offered (COORDINATOR_NOT_AVAILABLE).
 - Cluster mode (``broker.cluster`` set): no ``load_all``; ``follow_leadership`` gets the offsets partitions
@@ -78,6 +79,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None,
                                retention_bytes=None, verify_crc_on_append=False)
 _READ_CHUNK = 4 * 1024 * 1024
+OFFSET_DELETE = 47
 _PARKING_APIS = frozenset((11, 14))  # JoinGroup and SyncGroup wait in their member for the rebalance
 _REPLAY_CHUNK = 50_000  # records replayed between two trio checkpoints while loading
 
@@ -296,9 +298,19 @@ class GroupService:
         self.commit.poll_answers()  # read-your-writes: a client may have seen an answer the child wrote
         if request.api_key in _PARKING_APIS:  # only these can be parked in a member (connection_closed)
             self._by_conn[slot.conn].add(slot)
+        if request.api_key == OFFSET_DELETE:
+            request = Request(request.header, self._with_unknown_partitions(request.body))
         outcome = self.core.handle(request.api_key, request.version, request.body, slot, now_ms(),
                                    client_id=request.header.client_id or "", client_host=slot.conn.host)
         self.apply(outcome)
+
+    def _with_unknown_partitions(self, body: dict[str, Any]) -> dict[str, Any]:
+        """OffsetDelete: the request's partitions of topics (or partitions) this node does not host, which
+        the core answers UNKNOWN_TOPIC_OR_PARTITION (Kafka checks its metadata before the coordinator)."""
+        counts = self.broker.topic_service.topics() if self.broker.topic_service is not None else {}
+        unknown = {(t["name"], p["partition_index"]) for t in body.get("topics") or ()
+                   for p in t.get("partitions") or () if not 0 <= p["partition_index"] < counts.get(t["name"], 0)}
+        return {**body, "unknown_partitions": frozenset(unknown)}
 
     def _commit_one(self, request: Request, slot: Slot) -> bool:
         """An OffsetCommit of one topic with one partition (a ``OneCommit`` body from the hot decoder) through

@@ -107,6 +107,28 @@ def produce_rules_of(v: dict[str, Any], version: int) -> Rules:
                  target_codec=None if codec == "producer" else CODECS["none" if codec == "uncompressed" else codec])
 
 
+def legacy_offsets(segments: list[tuple[int, int]], log_start: int, end: int, timestamp: int,
+                   max_num: int, now_ms: int) -> list[int]:
+    """ListOffsets v0's ``old_style_offsets`` (Kafka's UnifiedLog.legacyFetchOffsetsBefore): one entry per
+    segment (its base offset, at least the log start; its time) plus (end, now) when the last segment holds
+    records; latest (-1) starts from the last entry, earliest (-2) from the first, a timestamp from the last
+    entry not newer than it; up to ``max_num`` offsets from there back, newest first. A segment's time is
+    its newest record's timestamp (Kafka used the file's mtime: the time of its last append)."""
+    entries = [(max(base, log_start), ts) for base, ts in segments]
+    if segments and end > segments[-1][0]:
+        entries.append((end, now_ms))
+    if timestamp == -1:
+        start = len(entries) - 1
+    elif timestamp == -2:
+        start = 0 if entries else -1
+    else:
+        start = len(entries) - 1
+        while start >= 0 and entries[start][1] > timestamp:
+            start -= 1
+    count = max(0, min(max_num, start + 1))
+    return sorted((entries[start - j][0] for j in range(count)), reverse=True)
+
+
 class TopicService:
     def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit,
                  store: TopicConfigStore | None = None) -> None:
@@ -579,6 +601,14 @@ class TopicService:
                     res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, leader_epoch=-1)
                     continue
                 ts = p["timestamp"]
+                if req.version == 0:
+                    if ts < -2:  # Kafka: v0 knows only latest (-1) and earliest (-2)
+                        res["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                        continue
+                    res["old_style_offsets"] = legacy_offsets(
+                        plog.segment_times(), plog.log_start_offset, plog.high_watermark, ts,
+                        p.get("max_num_offsets", 1), int(time.time() * 1000))
+                    continue
                 if ts == -2:
                     res["offset"] = plog.log_start_offset
                 elif ts == -1:

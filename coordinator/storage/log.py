@@ -287,6 +287,11 @@ class PartitionLog:
         with self._lock:
             return [s.base_offset for s in self._segments]
 
+    def segment_times(self) -> list[tuple[int, int]]:
+        """(base offset, newest record timestamp or -1) per segment, oldest first (ListOffsets v0)."""
+        with self._lock:
+            return [(s.base_offset, s.max_timestamp) for s in self._segments]
+
     def size_bytes(self) -> int:
         with self._lock:
             return sum(s.size for s in self._segments)

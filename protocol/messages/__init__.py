@@ -23,6 +23,7 @@ from protocol.messages import (
     list_offsets,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     produce,
     sync_group,
@@ -33,7 +34,7 @@ _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
     delete_topics, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
-    incremental_alter_configs,
+    incremental_alter_configs, offset_delete,
 )
 
 ALL: dict[int, ApiSchema] = {m.SCHEMA.key: m.SCHEMA for m in _MODULES}

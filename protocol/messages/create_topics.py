@@ -1,7 +1,7 @@
 """CreateTopics (19): create topics with a partition count, replication factor or explicit assignment.
 
 Rules:
-- We serve v2-7 (flexible from v5). The request fields ``timeoutMs``/``validateOnly`` are camelCase in
+- We serve v0-7 (flexible from v5); v0 has no ``validate_only``, v0-1 no throttle time. The request fields ``timeoutMs``/``validateOnly`` are camelCase in
   Kafka's JSON; in snake_case they are ``timeout_ms`` (default 60000) and ``validate_only``.
 - v5+ responses echo ``num_partitions``, ``replication_factor`` (default -1) and the nullable ``configs``,
   plus a tagged ``topic_config_error_code`` (tag 0); ``topic_id`` from v7.
@@ -15,7 +15,7 @@ from protocol.schema import ApiSchema, arr, f
 SCHEMA = ApiSchema(
     key=19,
     name="CreateTopics",
-    valid="2-7",
+    valid="0-7",
     flexible="5+",
     request=(
         arr("topics", "0+",

@@ -1,6 +1,6 @@
 """DeleteTopics (20): delete topics by name (``topic_names``, v0-5) or by name/id (``topics[]``, v6+).
 
-Rules: we serve v1-6 (flexible from v4). Result ``name`` is nullable from v6 (deleted by id);
+Rules: we serve v0-6 (flexible from v4; v0 has no throttle time). Result ``name`` is nullable from v6 (deleted by id);
 ``error_message`` from v5: null on success, the error's message otherwise (Kafka's ``ApiError.message``).
 We always echo ``name``, also for a topic deleted by id.
 """
@@ -10,7 +10,7 @@ from protocol.schema import ApiSchema, arr, f
 SCHEMA = ApiSchema(
     key=20,
     name="DeleteTopics",
-    valid="1-6",
+    valid="0-6",
     flexible="4+",
     request=(
         arr("topics", "6+",

@@ -1,8 +1,10 @@
 """ListOffsets (2): a client asks for the offset at a timestamp (or earliest -2 / latest -1) per partition.
 
 Rules:
-- We serve v1-7 (flexible from v6). ``max_num_offsets`` / ``old_style_offsets`` (v0 only) and
-  ``timeout_ms`` (v10+) lie outside our range and are not declared.
+- We serve v0-7 (flexible from v6). v0 asks for up to ``max_num_offsets`` offsets and is answered with
+  ``old_style_offsets`` (Kafka's v0 handler: latest -> [log end], earliest -> [log start], a timestamp ->
+  the start of the first segment not newer than it, as it read segment base offsets). ``timeout_ms`` (v10+)
+  lies outside our range and is not declared.
 - An unknown partition answers timestamp -1, offset -1 and leader epoch -1, as Kafka's
   ``ListOffsetsResponse.UNKNOWN_*`` values.
 """
@@ -12,7 +14,7 @@ from protocol.schema import ApiSchema, arr, f
 SCHEMA = ApiSchema(
     key=2,
     name="ListOffsets",
-    valid="1-7",
+    valid="0-7",
     flexible="6+",
     request=(
         f("replica_id", "int32"),
@@ -22,7 +24,8 @@ SCHEMA = ApiSchema(
             arr("partitions", "0+",
                 f("partition_index", "int32"),
                 f("current_leader_epoch", "int32", "4+", default=-1),
-                f("timestamp", "int64"))),
+                f("timestamp", "int64"),
+                f("max_num_offsets", "int32", "0", default=1))),
     ),
     response=(
         f("throttle_time_ms", "int32", "2+"),
@@ -31,6 +34,7 @@ SCHEMA = ApiSchema(
             arr("partitions", "0+",
                 f("partition_index", "int32"),
                 f("error_code", "int16"),
+                f("old_style_offsets", "[]int64", "0"),
                 f("timestamp", "int64", "1+", default=-1),
                 f("offset", "int64", "1+", default=-1),
                 f("leader_epoch", "int32", "4+", default=-1))),

@@ -1,11 +1,11 @@
 """OffsetCommit (8): a member commits consumed offsets for a group.
 
 Rules:
-- We serve v2-9 (flexible from v8). Kafka's JSON names the generation field
+- We serve v0-9 (flexible from v8); v0 has no group membership (generation -1, member "": a simple commit). Kafka's JSON names the generation field
   ``GenerationIdOrMemberEpoch`` (a generation for classic groups, a member epoch for KIP-848 groups); -1
   with an empty member id commits for a group with no members.
-- ``retention_time_ms`` exists only in v2-4. ``commit_timestamp`` (v1 only) and ``topic_id`` (v10+) lie
-  outside our range and are not declared.
+- ``retention_time_ms`` exists only in v2-4; ``commit_timestamp`` only in v1 (-1: the broker's time).
+  ``topic_id`` (v10+) lies outside our range and is not declared.
 """
 
 from protocol.schema import ApiSchema, arr, f
@@ -13,7 +13,7 @@ from protocol.schema import ApiSchema, arr, f
 SCHEMA = ApiSchema(
     key=8,
     name="OffsetCommit",
-    valid="2-9",
+    valid="0-9",
     flexible="8+",
     request=(
         f("group_id", "string"),
@@ -27,6 +27,7 @@ SCHEMA = ApiSchema(
                 f("partition_index", "int32"),
                 f("committed_offset", "int64"),
                 f("committed_leader_epoch", "int32", "6+", default=-1),
+                f("commit_timestamp", "int64", "1", default=-1),
                 f("committed_metadata", "string", nullable="0+"))),
     ),
     response=(

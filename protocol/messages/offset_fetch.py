@@ -1,7 +1,8 @@
 """OffsetFetch (9): a member reads a group's committed offsets (null topics = all partitions, v2+).
 
 Rules:
-- We serve v1-9 (flexible from v6). Two shapes: v1-7 ask for one group (``group_id``, ``topics``) and answer
+- We serve v0-9 (flexible from v6); v0 is v1's shape (Kafka read v0 from ZooKeeper; we have one store).
+  Two shapes: v0-7 ask for one group (``group_id``, ``topics``) and answer
   ``topics`` plus a top-level ``error_code`` (v2-7); v8+ batch groups in ``groups[]`` on both sides.
 - ``topic_id`` (v10+) lies outside our range and is not declared.
 - ``metadata`` is nullable but, as in Kafka, never null: "" for a partition with no committed offset (offset
@@ -13,7 +14,7 @@ from protocol.schema import ApiSchema, arr, f
 SCHEMA = ApiSchema(
     key=9,
     name="OffsetFetch",
-    valid="1-9",
+    valid="0-9",
     flexible="6+",
     request=(
         f("group_id", "string", "0-7"),
