@@ -9,6 +9,10 @@ Rules:
   version (``ZkStore.write_states``). Running it twice on the same snapshot writes nothing the second
   time; a write refused because a state moved is retried from the next snapshot.
 - A write refused on the epoch check means a newer controller exists: the term ends at once.
+- Topic deletion (``/admin/delete_topics/<t>``, written by whichever node got DeleteTopics) comes first: the
+  controller deletes the topic's znodes, config and request in one fenced transaction (no StopReplica
+  round: each node deletes its local logs when the topic leaves its view). Topics awaiting deletion get no
+  leader elections.
 """
 
 from __future__ import annotations
@@ -37,7 +41,20 @@ class Controller:
     async def step(self, zk: ZkStore, snap: Snapshot, unclean: bool) -> int:
         """Write the partition states this snapshot calls for; returns how many were written."""
         view = snap.view
-        writes = reconcile(view.assignments, view.states, set(view.brokers), self.epoch, unclean)
+        deleted = 0
+        for topic in sorted(snap.deleting):
+            done, fenced = await zk.delete_topic(topic, self.epoch_version)
+            if fenced:
+                self.fenced = True
+                log.warning("controller %s (epoch %s) was fenced by a newer controller", self.node_id, self.epoch)
+                return deleted
+            if done:
+                deleted += 1
+                log.info("controller epoch %s deleted topic %s", self.epoch, topic)
+        if deleted:
+            return deleted  # the next snapshot no longer holds them
+        assignments = {t: parts for t, parts in view.assignments.items() if t not in snap.deleting}
+        writes = reconcile(assignments, view.states, set(view.brokers), self.epoch, unclean)
         if not writes:
             return 0
         written, fenced = await zk.write_states(writes, snap.state_versions, self.epoch_version)

@@ -16,6 +16,12 @@ Rules:
   makes this node write its assignment with ``offsets.topic.replication.factor`` capped at the live
   brokers; the controller then elects its leaders. Until then groups answer COORDINATOR_NOT_AVAILABLE.
 - ``view`` is only replaced, never mutated: readers on the trio thread may keep a reference.
+- User topics (issue #20): CreateTopics on any node writes the assignment and config (``create_user_topic``);
+  auto-creation is queued (``request_topic``) and written by the loop; DeleteTopics writes a deletion
+  request (``delete_topic``) that the controller carries out. Before each publish the loop reads the config
+  of every user topic it has not seen yet, then calls ``on_topics(view, configs)`` (the runtime creates and
+  deletes local logs) BEFORE ``on_leadership``, so a node never leads a partition it has no log for.
+  ``view_changed`` is set on every publish (CreateTopics/DeleteTopics wait on it, bounded).
 """
 
 from __future__ import annotations
@@ -56,6 +62,11 @@ class ClusterMember:
         self.view = ClusterView()
         self.controller: Controller | None = None
         self.on_leadership: Callable[[set[int]], None] = lambda _led: None
+        self.on_topics: Callable[[ClusterView, dict[str, dict[str, str]]], None] = lambda _v, _c: None
+        self.topic_configs: dict[str, dict[str, str]] = {}  # user topic -> its overrides, read once
+        self.view_changed = trio.Event()
+        self.view_complete = False  # the last snapshot read every znode it listed (no decode problems)
+        self._wanted_topics: dict[str, tuple[int, int]] = {}  # auto-creation: topic -> (partitions, rf)
         self.me: BrokerInfo | None = None
         self._wake = trio.Event()
         self._want_offsets_topic = False
@@ -95,6 +106,36 @@ class ClusterMember:
         if self.offsets_topic not in self.view.assignments and not self._want_offsets_topic:
             self._want_offsets_topic = True
             self._wake.set()
+
+    def request_topic(self, topic: str, partitions: int, rf: int) -> None:
+        """Auto-creation (Metadata): written by the loop; the caller answers LEADER_NOT_AVAILABLE."""
+        if topic not in self.view.assignments and topic not in self._wanted_topics:
+            self._wanted_topics[topic] = (partitions, rf)
+            self._wake.set()
+
+    async def create_user_topic(self, topic: str, replicas: dict[int, tuple[int, ...]],
+                                configs: dict[str, str]) -> bool:
+        """Write a new topic's assignment and config; False when it exists. Raises ``ZkError``."""
+        created = await self.zk.create_user_topic(topic, replicas, configs)
+        if created:
+            log.info("created topic %s: %d partitions, replicas %s", topic, len(replicas),
+                     {p: list(r) for p, r in sorted(replicas.items())[:8]})
+            self._wake.set()
+        return created
+
+    async def delete_topic(self, topic: str) -> None:
+        """Ask the controller to delete a topic. Raises ``ZkError``."""
+        await self.zk.mark_for_deletion(topic)
+        self._wake.set()
+
+    async def wait_view(self, done: Callable[[ClusterView], bool], timeout_s: float) -> bool:
+        """Wait (bounded) until a published view satisfies ``done``."""
+        self._wake.set()
+        with trio.move_on_after(timeout_s):
+            while not done(self.view):
+                await self.view_changed.wait()
+            return True
+        return done(self.view)
 
     def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
         leader = self.view.leader(topic, partition)
@@ -147,6 +188,7 @@ class ClusterMember:
             return False
         for problem in snap.problems:
             log.error("cluster state: %s", problem)
+        self.view_complete = not snap.problems
         session = self.zk.session_id()
         if session is None:
             return False
@@ -168,8 +210,35 @@ class ClusterMember:
                 log.warning("controller step failed: %s", e)
         if self._want_offsets_topic and await self._create_offsets_topic(snap):
             return True
+        if self._wanted_topics and await self._create_wanted_topics(view):
+            return True
+        for topic in view.assignments:
+            if topic != self.offsets_topic and topic not in self.topic_configs:
+                try:
+                    self.topic_configs[topic] = await self.zk.topic_config(topic)
+                except ValueError as e:
+                    log.error("cluster state: %s; the topic gets the server's defaults", e)
+                    self.topic_configs[topic] = {}
+        for topic in [t for t in self.topic_configs if t not in view.assignments]:
+            del self.topic_configs[topic]  # deleted: a topic created again under its name is read again
         self._publish(view)
         return False
+
+    async def _create_wanted_topics(self, view: ClusterView) -> bool:
+        wanted, self._wanted_topics = self._wanted_topics, {}
+        created = False
+        for topic, (partitions, rf) in wanted.items():
+            if topic in view.assignments or not view.brokers:
+                continue
+            try:
+                if rf > len(view.brokers):
+                    continue  # refused by the caller already; the brokers left since
+                replicas = assign_replicas(view.brokers, partitions, rf,
+                                           start_index=random.randrange(len(view.brokers)))
+                created = await self.create_user_topic(topic, replicas, {}) or created
+            except (ZkError, ValueError) as e:
+                log.warning("auto-creating topic %s failed: %s", topic, e)
+        return created
 
     async def _reregister(self) -> bool:
         assert self.me is not None
@@ -217,5 +286,11 @@ class ClusterMember:
         return True
 
     def _publish(self, view: ClusterView) -> None:
+        try:
+            self.on_topics(view, self.topic_configs)
+        except Exception:  # a local storage fault must not stop the node following the cluster
+            log.exception("following the cluster's topics failed")
         self.view = view
         self.on_leadership(view.led_by(self.node_id, self.offsets_topic))
+        self.view_changed.set()
+        self.view_changed = trio.Event()

@@ -9,6 +9,11 @@ Paths (under the chroot of ``zookeeper.connect``):
 - ``/brokers/topics/<topic>/partitions/<p>/state``: persistent, ``{"leader", "leader_epoch", "isr",
   "controller_epoch"}``; written only by the controller, each write checked against the controller epoch's
   znode version and (for updates) the state znode's own version.
+- ``/config/topics/<topic>``: persistent, the topic's config overrides ``{"version": 1, "config": {...}}``;
+  created in the same transaction as ``/brokers/topics/<topic>`` (Kafka writes it first, separately).
+- ``/admin/delete_topics/<topic>``: persistent and empty, a deletion request (Kafka's
+  ``DeleteTopicsTopicZNode``); the controller deletes the topic's znodes, its config and the request in one
+  transaction fenced by the controller epoch.
 
 Rules:
 - Everything here is plain data and pure functions: no kazoo, no clock. Decoders raise ``ValueError`` on
@@ -29,7 +34,9 @@ BROKERS_IDS = "/brokers/ids"
 BROKERS_TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
-PERSISTENT_PATHS = ("/brokers", BROKERS_IDS, BROKERS_TOPICS)
+CONFIG_TOPICS = "/config/topics"
+DELETE_TOPICS = "/admin/delete_topics"
+PERSISTENT_PATHS = ("/brokers", BROKERS_IDS, BROKERS_TOPICS, "/config", CONFIG_TOPICS, "/admin", DELETE_TOPICS)
 
 TopicPartition = tuple[str, int]
 
@@ -40,6 +47,14 @@ def broker_path(node_id: int) -> str:
 
 def topic_path(topic: str) -> str:
     return f"{BROKERS_TOPICS}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
 
 
 def partitions_path(topic: str) -> str:
@@ -186,3 +201,17 @@ def decode_state(tp: TopicPartition, data: bytes) -> PartitionState:
     obj = _load(data, what)
     return PartitionState(_int(obj, "leader", what), _int(obj, "leader_epoch", what),
                           _ints(obj.get("isr"), what), _int(obj, "controller_epoch", what))
+
+
+def encode_topic_config(configs: dict[str, str]) -> bytes:
+    """Kafka's ``ConfigEntityZNode`` for a topic."""
+    return json.dumps({"version": 1, "config": dict(sorted(configs.items()))}).encode()
+
+
+def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
+    what = f"topic {topic} config"
+    config = _load(data, what).get("config")
+    if not isinstance(config, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                               for k, v in config.items()):
+        raise ValueError(f"{what}: 'config' is not an object of strings")
+    return dict(config)

@@ -35,6 +35,7 @@ from .state import (
     BROKERS_TOPICS,
     CONTROLLER,
     CONTROLLER_EPOCH,
+    DELETE_TOPICS,
     PERSISTENT_PATHS,
     BrokerInfo,
     ClusterView,
@@ -46,12 +47,17 @@ from .state import (
     decode_controller,
     decode_controller_epoch,
     decode_state,
+    decode_topic_config,
+    delete_topic_path,
     encode_assignment,
     encode_broker,
     encode_controller,
     encode_state,
+    encode_topic_config,
     partition_path,
+    partitions_path,
     state_path,
+    topic_config_path,
     topic_path,
 )
 
@@ -83,6 +89,7 @@ class Snapshot:
     controller_epoch_version: int = -1  # znode version of /controller_epoch (-1: missing)
     broker_owners: dict[int, int] = field(default_factory=dict)  # node id -> session owning its znode
     state_versions: dict[TopicPartition, int] = field(default_factory=dict)
+    deleting: set[str] = field(default_factory=set)  # topics named under /admin/delete_topics
     problems: list[str] = field(default_factory=list)
 
 
@@ -207,6 +214,75 @@ class ZkStore:
             raise ZkError(f"{type(e).__name__}: {e}") from None
         return True
 
+    async def create_user_topic(self, topic: str, replicas: dict[int, tuple[int, ...]],
+                                configs: dict[str, str]) -> bool:
+        """Create ``/config/topics/<topic>`` and ``/brokers/topics/<topic>`` in one transaction; False when
+        the topic exists (or is being deleted: its config is still there)."""
+        txn = self.client.transaction()
+        txn.create(self._p(topic_config_path(topic)), encode_topic_config(configs))
+        txn.create(self._p(topic_path(topic)), encode_assignment(replicas))
+        results = await self._try(txn.commit_async())
+        errors = [r for r in results if isinstance(r, Exception)]
+        if not errors:
+            return True
+        if any(isinstance(e, NodeExistsError) for e in errors):
+            return False
+        raise ZkError(f"creating topic {topic}: {[type(e).__name__ for e in errors]}")
+
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        """A topic's config overrides (empty when it has no config znode)."""
+        try:
+            data, _ = await self._wait(self.client.get_async(self._p(topic_config_path(topic))))
+        except NoNodeError:
+            return {}
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        return decode_topic_config(topic, data)
+
+    async def mark_for_deletion(self, topic: str) -> None:
+        """Create ``/admin/delete_topics/<topic>`` (already there: fine)."""
+        try:
+            await self._wait(self.client.create_async(self._p(delete_topic_path(topic)), b""))
+        except NodeExistsError:
+            pass
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+
+    async def delete_topic(self, topic: str, epoch_version: int) -> tuple[bool, bool]:
+        """The controller's deletion: every znode of the topic, its config and its deletion request, in one
+        transaction fenced by the controller epoch's version. Returns (deleted, fenced); not deleted and not
+        fenced means the tree changed under it (retried from the next snapshot)."""
+        client, p = self.client, self._p
+        paths: list[str] = []
+        if await self._try(client.exists_async(p(topic_path(topic)))) is not None:
+            parts: list[str] = []
+            try:
+                parts = await self._wait(client.get_children_async(p(partitions_path(topic))))
+            except NoNodeError:
+                pass
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+            for part in parts:
+                kids = await self._try(client.get_children_async(p(partition_path(topic, int(part)))))
+                paths += [f"{p(partition_path(topic, int(part)))}/{k}" for k in kids]
+                paths.append(p(partition_path(topic, int(part))))
+            if parts:
+                paths.append(p(partitions_path(topic)))
+            paths.append(p(topic_path(topic)))
+        if await self._try(client.exists_async(p(topic_config_path(topic)))) is not None:
+            paths.append(p(topic_config_path(topic)))
+        paths.append(p(delete_topic_path(topic)))
+        txn = client.transaction()
+        txn.check(p(CONTROLLER_EPOCH), epoch_version)
+        for path in paths:
+            txn.delete(path)
+        results = await self._try(txn.commit_async())
+        errors = [r for r in results if isinstance(r, Exception)]
+        if errors:
+            log.warning("deleting topic %s refused: %s", topic, [type(e).__name__ for e in errors])
+            return False, type(results[0]).__name__ == "BadVersionError"
+        return True, False
+
     async def write_states(self, writes: dict[TopicPartition, PartitionState], versions: dict[TopicPartition, int],
                            epoch_version: int) -> tuple[int, bool]:
         """Write partition states, each fenced by the controller epoch's znode version (and the state znode's
@@ -277,6 +353,7 @@ class ZkStore:
             snap.problems.append(str(e))
         except KazooException as e:
             raise ZkError(f"{type(e).__name__}: {e}") from None
+        snap.deleting = set(await self._try(client.get_children_async(p(DELETE_TOPICS), watch=watch)))
         topics = await self._try(client.get_children_async(p(BROKERS_TOPICS), watch=watch))
         assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         for topic in topics:

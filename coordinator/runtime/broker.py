@@ -108,6 +108,10 @@ class Broker:
                                   hand_off=self.config["log.journal.fsync.process.answers"])
         self.groups = GroupService(self, self.logs, self.commit)
         self.topic_service = ts = TopicService(self, self.logs, self.commit)
+        if self.cluster is not None:  # cluster mode (#20): user topics follow ZooKeeper
+            from coordinator.runtime.cluster_topics import ClusterTopics
+
+            ts.cluster = ClusterTopics(ts, self.cluster)
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
         self.handlers[10] = self.groups.handle_find_coordinator
@@ -311,31 +315,31 @@ class Broker:
         })
 
     def _cluster_metadata(self, request: Request, slot: Slot) -> None:
-        """Cluster mode: live brokers, controller, and the offsets topic's leader/replicas/ISR/leader epoch
-        from ZooKeeper. User topics are still this node's own (replicated topics: a later slice)."""
+        """Cluster mode: live brokers, controller, and every topic's leader/replicas/ISR/leader epoch from
+        ZooKeeper, the same on every node (user topics: ``ClusterTopics.metadata_entry``)."""
         from coordinator.cluster.metadata import broker_entries, topic_entry
 
         assert self.cluster is not None
         view = self.cluster.view
         wanted = request.body.get("topics")
-        ts = self.topic_service
-        topics = ts.topics() if ts is not None else {}
+        ct = self.topic_service.cluster if self.topic_service is not None else None
+        allow = request.body.get("allow_auto_topic_creation", True)
         if wanted is None or (request.version == 0 and not wanted):
-            names = sorted(topics) + ([OFFSETS_TOPIC] if OFFSETS_TOPIC in view.assignments else [])
+            names = sorted(view.assignments)
         else:
             names = [t["name"] for t in wanted if t.get("name") is not None]
-            allow = request.body.get("allow_auto_topic_creation", True)
-            for n in names:
-                if n == OFFSETS_TOPIC:
-                    if allow:
-                        self.cluster.request_offsets_topic()
-                elif n not in topics and allow and ts is not None and ts.auto_create(n):
-                    topics = ts.topics()
+            if OFFSETS_TOPIC in names and allow:
+                self.cluster.request_offsets_topic()
+        entries = []
+        for n in sorted(set(names), key=names.index):
+            if n == OFFSETS_TOPIC:
+                entries.append(topic_entry(view, n, topic_id, True))
+            elif ct is not None:
+                entries.append(ct.metadata_entry(view, n, allow))
         slot.complete({
             "throttle_time_ms": 0,
             "brokers": broker_entries(view),
             "cluster_id": self.config["cluster.id"],
             "controller_id": view.controller_id,
-            "topics": [topic_entry(view, n, topic_id, True) if n == OFFSETS_TOPIC
-                       else self.topic_metadata(n, topics.get(n)) for n in sorted(set(names), key=names.index)],
+            "topics": entries,
         })

@@ -18,6 +18,10 @@ Rules:
   produce ``Rules`` (one dict lookup per topic on the produce path) come from the topic's effective values.
   A name given twice in one CreateTopics request is INVALID_REQUEST ("Duplicate topic name."), and nothing
   of it is created. Altering configs applies them live (``set_configs``).
+- Cluster mode (``broker.cluster`` set; ``coordinator.runtime.cluster_topics``): CreateTopics, DeleteTopics
+  and CreatePartitions go to ``self.cluster``; Produce, Fetch and ListOffsets answer NOT_LEADER_OR_FOLLOWER
+  for a partition this node does not lead (``self.cluster.lead_error``). Single-node mode never takes these
+  branches.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from protocol.record_batch import CorruptBatchError
 
 if TYPE_CHECKING:
     from coordinator.runtime.broker import Broker
+    from coordinator.runtime.cluster_topics import ClusterTopics
     from coordinator.runtime.connection import Slot
     from coordinator.runtime.group_commit import GroupCommit
     from protocol.codec import Request
@@ -78,6 +83,28 @@ def valid_topic_name(name: str | None) -> bool:
 
 def topic_id(name: str) -> uuid.UUID:
     return uuid.uuid5(_TOPIC_NS, name)
+
+
+def legacy_offsets(segments: list[tuple[int, int]], log_start: int, end: int, timestamp: int,
+                   max_num: int, now_ms: int) -> list[int]:
+    """ListOffsets v0's ``old_style_offsets`` (Kafka's UnifiedLog.legacyFetchOffsetsBefore): one entry per
+    segment (its base offset, at least the log start; its time) plus (end, now) when the last segment holds
+    records; latest (-1) starts from the last entry, earliest (-2) from the first, a timestamp from the last
+    entry not newer than it; up to ``max_num`` offsets from there back, newest first. A segment's time is
+    its newest record's timestamp (Kafka used the file's mtime: the time of its last append)."""
+    entries = [(max(base, log_start), ts) for base, ts in segments]
+    if segments and end > segments[-1][0]:
+        entries.append((end, now_ms))
+    if timestamp == -1:
+        start = len(entries) - 1
+    elif timestamp == -2:
+        start = 0 if entries else -1
+    else:
+        start = len(entries) - 1
+        while start >= 0 and entries[start][1] > timestamp:
+            start -= 1
+    count = max(0, min(max_num, start + 1))
+    return sorted((entries[start - j][0] for j in range(count)), reverse=True)
 
 
 def user_topic_log_config(config: Any, overrides: dict[str, str] | None = None) -> LogConfig:
@@ -107,28 +134,6 @@ def produce_rules_of(v: dict[str, Any], version: int) -> Rules:
                  target_codec=None if codec == "producer" else CODECS["none" if codec == "uncompressed" else codec])
 
 
-def legacy_offsets(segments: list[tuple[int, int]], log_start: int, end: int, timestamp: int,
-                   max_num: int, now_ms: int) -> list[int]:
-    """ListOffsets v0's ``old_style_offsets`` (Kafka's UnifiedLog.legacyFetchOffsetsBefore): one entry per
-    segment (its base offset, at least the log start; its time) plus (end, now) when the last segment holds
-    records; latest (-1) starts from the last entry, earliest (-2) from the first, a timestamp from the last
-    entry not newer than it; up to ``max_num`` offsets from there back, newest first. A segment's time is
-    its newest record's timestamp (Kafka used the file's mtime: the time of its last append)."""
-    entries = [(max(base, log_start), ts) for base, ts in segments]
-    if segments and end > segments[-1][0]:
-        entries.append((end, now_ms))
-    if timestamp == -1:
-        start = len(entries) - 1
-    elif timestamp == -2:
-        start = 0 if entries else -1
-    else:
-        start = len(entries) - 1
-        while start >= 0 and entries[start][1] > timestamp:
-            start -= 1
-    count = max(0, min(max_num, start + 1))
-    return sorted((entries[start - j][0] for j in range(count)), reverse=True)
-
-
 class TopicService:
     def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit,
                  store: TopicConfigStore | None = None) -> None:
@@ -151,6 +156,7 @@ class TopicService:
             if not topic.startswith("__"):
                 self._counts[topic] = max(self._counts.get(topic, 0), part + 1)
         self._load_configs()
+        self.cluster: ClusterTopics | None = None  # cluster mode (#20): set by the broker
 
     def _load_configs(self) -> None:
         """Read every topic's stored overrides, check them, and apply them to the open logs; a stored file
@@ -229,8 +235,10 @@ class TopicService:
     def log_config(self, name: str | None = None) -> LogConfig:
         return log_config_of(self.effective(name)) if name is not None else user_topic_log_config(self.config)
 
-    def create(self, name: str, partitions: int, overrides: dict[str, str] | None = None) -> None:
-        """Create a topic (or grow one) with checked ``overrides``; they are stored before any partition."""
+    def create(self, name: str, partitions: int, overrides: dict[str, str] | None = None,
+               only: set[int] | None = None) -> None:
+        """Create a topic (or grow one) with checked ``overrides``; they are stored before any partition.
+        ``only`` (cluster mode): create just these partitions (the ones this node is a replica of)."""
         if name not in self._counts:
             self._forget(name)
             if overrides:
@@ -242,14 +250,15 @@ class TopicService:
         lc = self.log_config(name)
         self.logs.topic_configs[name] = lc
         for p in range(partitions):
-            if self.logs.get(name, p) is None:
+            if self.logs.get(name, p) is None and (only is None or p in only):
                 self.logs.create(name, p, lc)
                 self._counts[name] = max(self._counts.get(name, 0), p + 1)
 
     def delete(self, name: str) -> None:
         count = self._counts.pop(name, 0)
         for p in range(count):
-            self.logs.delete(name, p)
+            if self.logs.get(name, p) is not None:  # cluster mode: a node holds only its replicas
+                self.logs.delete(name, p)
         self._forget(name)
         self.store.remove(name)
 
@@ -262,6 +271,9 @@ class TopicService:
 
     # ---------------------------------------------------------------- CreateTopics / DeleteTopics
     def handle_create_topics(self, req: Request, slot: Slot) -> None:
+        if self.cluster is not None:
+            self.cluster.handle_create_topics(req, slot)
+            return
         existing = self.topics()
         results = []
         names = [t["name"] for t in req.body["topics"]]
@@ -318,6 +330,9 @@ class TopicService:
         return None
 
     def handle_delete_topics(self, req: Request, slot: Slot) -> None:
+        if self.cluster is not None:
+            self.cluster.handle_delete_topics(req, slot)
+            return
         if req.version >= 6:
             names = [t["name"] for t in req.body["topics"]]
         else:
@@ -343,6 +358,9 @@ class TopicService:
         slot.complete({"throttle_time_ms": 0, "responses": out})
 
     def handle_create_partitions(self, req: Request, slot: Slot) -> None:
+        if self.cluster is not None:
+            self.cluster.handle_create_partitions(req, slot)
+            return
         existing = self.topics()
         results = []
         for t in req.body["topics"]:
@@ -402,6 +420,9 @@ class TopicService:
                 if name.startswith("__"):  # Kafka: internal topics take no client writes
                     res.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
                                error_message=f"Cannot append to internal topic {_shown(name)}")
+                    continue
+                if self.cluster is not None and (err := self.cluster.lead_error(name, p["index"])):
+                    res["error_code"] = err
                     continue
                 if plog is None:
                     res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -556,6 +577,10 @@ class TopicService:
                                        "aborted_transactions": None, "preferred_read_replica": -1,
                                        "records": b""}
                 parts.append(res)
+                if self.cluster is not None and (err := self.cluster.lead_error(name, p["partition"], fetch=body)):
+                    res["error_code"] = err
+                    any_error = True
+                    continue
                 plog = self.logs.get(name, p["partition"])
                 if plog is None or name.startswith("__"):
                     res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -596,6 +621,9 @@ class TopicService:
                 res: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": 0,
                                        "timestamp": -1, "offset": -1, "leader_epoch": 0}
                 parts.append(res)
+                if self.cluster is not None and (err := self.cluster.lead_error(t["name"], p["partition_index"])):
+                    res.update(error_code=err, leader_epoch=-1)
+                    continue
                 plog = self.logs.get(t["name"], p["partition_index"])
                 if plog is None or t["name"].startswith("__"):
                     res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, leader_epoch=-1)

@@ -1,0 +1,297 @@
+"""User topics in cluster mode (issue #20): CreateTopics, DeleteTopics, auto-creation, local logs, leadership.
+
+Rules (Apache Kafka's ZooKeeper-era broker is the spec):
+- CreateTopics on any node writes the topic's replica assignment (``/brokers/topics/<t>``) and config
+  (``/config/topics/<t>``) in one transaction; the controller elects each partition's leader (first live
+  replica, ISR = live replicas, leader epoch 0). The replication factor is the request's, or
+  ``default.replication.factor`` for -1; one larger than the live brokers is INVALID_REPLICATION_FACTOR
+  (Kafka's "Replication factor: N larger than available brokers: M."), as is one below 1. Explicit
+  assignments are taken as given (num_partitions and replication_factor must then be -1, INVALID_REQUEST
+  otherwise; partitions numbered 0..n-1, distinct registered brokers, one size: INVALID_REPLICA_ASSIGNMENT
+  otherwise). A topic in the view or whose znodes exist is TOPIC_ALREADY_EXISTS.
+- The answer waits, at most ``timeout_ms``, until this node's view has a leader for every new partition
+  (Kafka's DelayedCreatePartitions); past it REQUEST_TIMED_OUT (the topic is created all the same). A
+  ``timeout_ms`` <= 0 answers at once.
+- DeleteTopics writes ``/admin/delete_topics/<t>``; the controller deletes the znodes. The answer waits, at
+  most ``timeout_ms``, until the topic has left this node's view (REQUEST_TIMED_OUT otherwise). A topic not
+  in the view (or an internal one) is UNKNOWN_TOPIC_OR_PARTITION.
+- Every node follows the view (``follow``, called by the member before it publishes a view): it creates the
+  local logs of the partitions it is a replica of (with the topic's config from ZooKeeper), and deletes the
+  local logs of a topic that was in its previous view and no longer is. Local user topics that ZooKeeper
+  never named (a node's pre-cluster data, or a deletion it missed while down) are kept, logged once, and
+  never served: Metadata, Produce, Fetch and ListOffsets only know the view's topics.
+- ``lead_error``: Produce, Fetch (replica_id -1) and ListOffsets of a partition this node does not lead are
+  NOT_LEADER_OR_FOLLOWER (Kafka's ReplicaManager), of a topic or partition the view does not have
+  UNKNOWN_TOPIC_OR_PARTITION. Follower fetches (replica_id >= 0) are not served until replication exists:
+  NOT_LEADER_OR_FOLLOWER where this node does not lead, else UNKNOWN_LEADER_EPOCH (Kafka's answer to a
+  fetch from a replica it does not know as a follower).
+- Metadata lists the view's topics with leader, replicas, ISR and leader epoch (the same on every node);
+  auto-creation (``auto.create.topics.enable``, ``num.partitions``, ``default.replication.factor``) is
+  queued with the member and answered LEADER_NOT_AVAILABLE; a default replication factor above the live
+  brokers is INVALID_REPLICATION_FACTOR (Kafka's KafkaApis.createTopic).
+- CreatePartitions is refused (INVALID_REQUEST naming the reason) until it is built for the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import TYPE_CHECKING, Any
+
+from coordinator.cluster.assignment import assign_replicas
+from coordinator.cluster.metadata import topic_entry
+from coordinator.cluster.state import NO_LEADER, ClusterView
+from coordinator.core import topic_configs as tc
+from coordinator.runtime.rate_limited_log import RateLimitedLog
+from coordinator.runtime.topics import _shown, topic_id, valid_topic_name
+from coordinator.storage.errors import StorageError
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.cluster.member import ClusterMember
+    from coordinator.runtime.connection import Slot
+    from coordinator.runtime.topics import TopicService
+    from protocol.codec import Request
+
+log = logging.getLogger("groupcoord.cluster.topics")
+
+MAX_WAIT_S = 60.0  # CreateTopics/DeleteTopics wait at most this long for the view, whatever timeout_ms says
+
+
+class ClusterTopics:
+    def __init__(self, ts: TopicService, member: ClusterMember) -> None:
+        self.ts = ts
+        self.member = member
+        self.config = ts.config
+        self.node_id = member.node_id
+        self._known: set[str] = set()  # user topics of the last view followed
+        self._strays: set[str] = set()  # local topics ZooKeeper does not name (logged once)
+        self._follower_log = RateLimitedLog(log, 10.0)
+        member.on_topics = self.follow
+
+    # ---------------------------------------------------------------- following the view
+    def follow(self, view: ClusterView, configs: dict[str, dict[str, str]]) -> None:
+        ts = self.ts
+        for topic, parts in view.assignments.items():
+            if topic.startswith("__"):
+                continue
+            mine = {p for p, replicas in parts.items() if self.node_id in replicas}
+            if not mine or all(ts.logs.get(topic, p) is not None for p in mine):
+                continue
+            overrides = configs.get(topic, {})
+            try:
+                overrides = tc.validate(overrides, self.config)
+            except tc.InvalidConfig as e:
+                log.error("topic %s: its config in ZooKeeper is refused (%s); using the server's defaults", topic, e)
+                overrides = {}
+            try:
+                ts.create(topic, max(mine) + 1, overrides, only=mine)
+                log.info("created local logs of %s partitions %s", topic, sorted(mine))
+            except (StorageError, OSError) as e:
+                log.error("creating local logs of topic %s failed: %s", topic, e)
+        for topic in ts.topics():
+            if topic in view.assignments:
+                continue
+            if topic in self._known and self.member.view_complete:  # never on a half-read snapshot
+                try:
+                    ts.delete(topic)
+                    log.info("deleted local logs of topic %s (deleted from the cluster)", topic)
+                except StorageError as e:
+                    log.error("deleting local logs of topic %s failed: %s", topic, e)
+            elif topic not in self._strays:
+                self._strays.add(topic)
+                log.warning("local topic %s is not in the cluster (ZooKeeper): kept on disk, not served", topic)
+        self._known = {t for t in view.assignments if not t.startswith("__")}
+
+    def lead_error(self, topic: str, partition: int, fetch: dict[str, Any] | None = None) -> int:
+        """0 when this node leads the partition (and may serve the request), else the error to answer."""
+        view = self.member.view
+        parts = view.assignments.get(topic)
+        if parts is None or partition not in parts:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        leader = view.leader(topic, partition)
+        if leader != self.node_id:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if fetch is not None and fetch.get("replica_id", -1) >= 0:
+            self._follower_log.warning("refused a follower fetch from replica %s: replication is not built yet",
+                                       fetch["replica_id"])
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return 0
+
+    # ---------------------------------------------------------------- Metadata
+    def metadata_entry(self, view: ClusterView, name: str, allow_auto_create: bool) -> dict[str, Any]:
+        """A user topic's Metadata entry, auto-creating it (queued) when asked and allowed."""
+        if name in view.assignments:
+            return topic_entry(view, name, topic_id, False)
+        unknown = {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
+        if (not allow_auto_create or not self.config["auto.create.topics.enable"] or not valid_topic_name(name)
+                or name.startswith("__")):
+            return unknown
+        rf, live = self.config["default.replication.factor"], len(view.brokers)
+        if rf > live:
+            return {**unknown, "error_code": ErrorCode.INVALID_REPLICATION_FACTOR}
+        self.member.request_topic(name, self.config["num.partitions"], rf)
+        return {**unknown, "error_code": ErrorCode.LEADER_NOT_AVAILABLE}
+
+    # ---------------------------------------------------------------- CreateTopics
+    def handle_create_topics(self, req: Request, slot: Slot) -> None:
+        view = self.member.view
+        live = sorted(view.brokers)
+        results: list[dict[str, Any]] = []
+        to_create: list[tuple[dict[str, Any], dict[int, tuple[int, ...]], dict[str, str]]] = []
+        names = [t["name"] for t in req.body["topics"]]
+        repeated = {n for n in names if names.count(n) > 1}
+        for name in sorted(repeated, key=names.index):
+            results.append({"name": name, "topic_id": topic_id(name), "error_code": ErrorCode.INVALID_REQUEST,
+                            "error_message": "Duplicate topic name.", "num_partitions": -1,
+                            "replication_factor": -1, "configs": None})
+        for t in req.body["topics"]:
+            name = t["name"]
+            if name in repeated:
+                continue
+            res: dict[str, Any] = {"name": name, "topic_id": topic_id(name), "error_code": 0,
+                                   "error_message": None, "num_partitions": -1, "replication_factor": -1,
+                                   "configs": None}
+            results.append(res)
+            overrides: dict[str, str] = {}
+            replicas, problem = self._replicas(t, live)
+            if not valid_topic_name(name) or name.startswith("__"):
+                problem = (ErrorCode.INVALID_TOPIC_EXCEPTION, f"illegal name {_shown(name)}")
+            elif name in view.assignments:
+                problem = (ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            elif problem is None and (bad := self.ts._check_new_configs(t["configs"], overrides)) is not None:
+                problem = (ErrorCode.INVALID_CONFIG, bad)
+            if problem is not None:
+                res.update(error_code=problem[0], error_message=problem[1])
+                continue
+            res.update(num_partitions=len(replicas), replication_factor=len(replicas[0]))
+            if req.version >= 5:
+                res["configs"] = [{k: e[k] for k in ("name", "value", "read_only", "config_source", "is_sensitive")}
+                                  for e in tc.describe_entries(overrides, self.config, self.ts.server_is_set,
+                                                               None, False, False)]
+            if not req.body.get("validate_only"):
+                to_create.append((res, replicas, overrides))
+        if not to_create:
+            slot.complete({"throttle_time_ms": 0, "topics": results})
+            return
+        timeout_s = min(MAX_WAIT_S, max(0, req.body.get("timeout_ms", 60000)) / 1000)
+        self.ts.broker.nursery.start_soon(self._create, slot, results, to_create, timeout_s)
+
+    def _replicas(self, t: dict[str, Any], live: list[int]
+                  ) -> tuple[dict[int, tuple[int, ...]], tuple[int, str] | None]:
+        """The new topic's replica assignment, or the error refusing it."""
+        n, rf, given = t["num_partitions"], t["replication_factor"], t["assignments"]
+        if given:
+            if n != -1 or rf != -1:
+                return {}, (ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                            "replicasAssignments were set. Both cannot be used at the same time.")
+            replicas = {a["partition_index"]: tuple(a["broker_ids"]) for a in given}
+            sizes = {len(r) for r in replicas.values()}
+            if sorted(replicas) != list(range(len(replicas))) or len(replicas) != len(given):
+                return {}, (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            "partitions should be a consecutive 0-based integer sequence")
+            if len(sizes) != 1 or 0 in sizes or any(len(set(r)) != len(r) for r in replicas.values()):
+                return {}, (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            "every partition needs the same number of distinct replicas")
+            unknown = sorted({b for r in replicas.values() for b in r} - set(live))
+            if unknown:
+                return {}, (ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Unknown broker(s) in replica assignment: "
+                            f"{', '.join(map(str, unknown))}.")
+            return replicas, None
+        if n == -1:
+            n = self.config["num.partitions"]
+        if rf == -1:
+            rf = self.config["default.replication.factor"]
+        if n <= 0 or n > 10_000:
+            return {}, (ErrorCode.INVALID_PARTITIONS, f"bad partition count {n}")
+        if rf <= 0:
+            return {}, (ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if rf > len(live):
+            return {}, (ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+        return assign_replicas(live, n, rf, start_index=random.randrange(len(live))), None
+
+    async def _create(self, slot: Slot, results: list[dict[str, Any]],
+                      to_create: list[tuple[dict[str, Any], dict[int, tuple[int, ...]], dict[str, str]]],
+                      timeout_s: float) -> None:
+        created: list[tuple[str, dict[int, tuple[int, ...]]]] = []
+        for res, replicas, overrides in to_create:
+            try:
+                ok = await self.member.create_user_topic(res["name"], replicas, overrides)
+            except Exception as e:  # a ZooKeeper fault answers this topic, never the server
+                log.warning("creating topic %s failed: %s", res["name"], e)
+                ok = None
+            if ok:
+                created.append((res["name"], replicas))
+                continue
+            code = ErrorCode.TOPIC_ALREADY_EXISTS if ok is False else ErrorCode.REQUEST_TIMED_OUT
+            res.update(error_code=code, num_partitions=-1, replication_factor=-1, configs=None,
+                       error_message=f"Topic '{res['name']}' already exists." if ok is False
+                       else "ZooKeeper did not take the topic")
+
+        def led(view: ClusterView) -> bool:
+            return all(view.assignments.get(name) is not None and view.leader(name, p) != NO_LEADER
+                       for name, replicas in created for p in replicas)
+
+        if created and timeout_s > 0 and not await self.member.wait_view(led, timeout_s):
+            for res in results:
+                if any(res["name"] == name for name, _ in created):
+                    res.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
+                               error_message="the topic was created; its leaders were not elected in time")
+        if not slot.done:
+            slot.complete({"throttle_time_ms": 0, "topics": results})
+
+    # ---------------------------------------------------------------- DeleteTopics
+    def handle_delete_topics(self, req: Request, slot: Slot) -> None:
+        view = self.member.view
+        if req.version >= 6:
+            names = [t["name"] for t in req.body["topics"]]
+        else:
+            names = list(req.body["topic_names"])
+        by_id = {topic_id(n): n for n in view.assignments if not n.startswith("__")}
+        out: list[dict[str, Any]] = []
+        doomed: list[str] = []
+        for i, name in enumerate(names):
+            if name is None and req.version >= 6:
+                name = by_id.get(req.body["topics"][i]["topic_id"])
+            res: dict[str, Any] = {"name": name, "topic_id": topic_id(name) if name else None, "error_code": 0}
+            if name is None or name.startswith("__") or name not in view.assignments:
+                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           error_message="This server does not host this topic-partition.")
+            elif name not in doomed:
+                doomed.append(name)
+            out.append(res)
+        if not doomed:
+            slot.complete({"throttle_time_ms": 0, "responses": out})
+            return
+        timeout_s = min(MAX_WAIT_S, max(0, req.body.get("timeout_ms", 30000)) / 1000)
+        self.ts.broker.nursery.start_soon(self._delete, slot, out, doomed, timeout_s)
+
+    async def _delete(self, slot: Slot, out: list[dict[str, Any]], doomed: list[str], timeout_s: float) -> None:
+        marked = []
+        for name in doomed:
+            try:
+                await self.member.delete_topic(name)
+                marked.append(name)
+            except Exception as e:  # a ZooKeeper fault answers this topic, never the server
+                log.warning("deleting topic %s failed: %s", name, e)
+                for res in out:
+                    if res["name"] == name:
+                        res.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=str(e))
+
+        def gone(view: ClusterView) -> bool:
+            return not any(name in view.assignments for name in marked)
+
+        if marked and timeout_s > 0 and not await self.member.wait_view(gone, timeout_s):
+            for res in out:
+                if res["name"] in marked and not res["error_code"]:
+                    res.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
+                               error_message="the topic is marked for deletion; it was not deleted in time")
+        if not slot.done:
+            slot.complete({"throttle_time_ms": 0, "responses": out})
+
+    # ---------------------------------------------------------------- CreatePartitions
+    def handle_create_partitions(self, req: Request, slot: Slot) -> None:
+        slot.complete({"throttle_time_ms": 0, "results": [
+            {"name": t["name"], "error_code": ErrorCode.INVALID_REQUEST,
+             "error_message": "CreatePartitions is not supported in cluster mode yet"} for t in req.body["topics"]]})
