@@ -123,7 +123,7 @@ def commits_while_cleaning(load_mb: int) -> None:
         keys = max(1000, load_mb * 1024 // 4)  # four updates of each key, 1 KB each
         t0 = time.perf_counter()
         with Producer(f"127.0.0.1:{server.port}", acks=1, linger_ms=5, batch_size=256 * 1024) as p:
-            for update in range(4):
+            for _update in range(4):
                 for k in range(keys):
                     p.send("changelog", value, key=b"key-%08d" % k)
             p.flush(300)
