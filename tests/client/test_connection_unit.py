@@ -11,10 +11,11 @@ from client.errors import UnsupportedVersionError
 
 def test_negotiated_range_is_the_overlap_of_node_and_our_declarations() -> None:
     node = [{"api_key": 3, "min_version": 0, "max_version": 20},     # newer node: capped at our 13
-            {"api_key": 8, "min_version": 0, "max_version": 5},      # ours start at 2
-            {"api_key": 1, "min_version": 0, "max_version": 3},      # Fetch: ours are 4-12, no overlap
+            {"api_key": 1, "min_version": 0, "max_version": 8},      # Fetch: ours start at 4
             {"api_key": 999, "min_version": 0, "max_version": 1}]    # unknown to us
-    assert negotiate_ranges(node) == {3: (0, 13), 8: (2, 5)}
+    assert negotiate_ranges(node) == {3: (0, 13), 1: (4, 8)}
+    old_fetch = [{"api_key": 1, "min_version": 0, "max_version": 3}]  # Fetch: ours are 4-12, no overlap
+    assert negotiate_ranges(old_fetch) == {}
 
 
 def test_version_for_picks_the_highest_usable_version_or_says_why_not() -> None:
