@@ -50,7 +50,9 @@ def main(argv: list[str]) -> int:
 
     import spark_bridge
 
-    spark = SparkSession.builder.master("local[2]").appName("click-counts").getOrCreate()
+    spark = (SparkSession.builder.master("local[2]").appName("click-counts")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .getOrCreate())
     spark_bridge.register(spark)
     query = start(spark, args.bootstrap, args.checkpoint, args.group, available_now=args.available_now)
     query.awaitTermination()

@@ -78,6 +78,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--sink-records", type=int, default=500_000)
     args = ap.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # Spark's own traffic stays on loopback
     from pyspark.sql import SparkSession
 
     import spark_bridge
@@ -99,6 +100,7 @@ def main(argv: list[str]) -> int:
 
             spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
                      .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+                     .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                      .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "2g").getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
             spark_bridge.register(spark)

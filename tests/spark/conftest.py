@@ -54,11 +54,14 @@ def bootstrap(server: ServerProcess) -> str:
 def spark() -> Iterator[Any]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # the JVM and its Python workers talk over loopback only
     from pyspark.sql import SparkSession
 
     import spark_bridge
 
     session = (SparkSession.builder.master("local[2]").appName("groupcoord-spark-tests")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
