@@ -24,13 +24,13 @@ from .outcome import Effects
 from .rebalance import (
     evict,
     fence_parked,
+    group_record,
     leader_members,
     maybe_prepare_rebalance,
     member_key,
     park_join,
     prepare_rebalance,
     schedule_session,
-    store_group,
     try_complete_join,
 )
 from .responses import join_response
@@ -160,25 +160,41 @@ class _JoinCall:
         member = group.members[old_id]
         old_leader = group.leader_id
         saved = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
-        fence_parked(env, fx, group, member, Err.FENCED_INSTANCE_ID)
+        undo = (dict(group.members), old_leader, set(group.pending_sync))
+        # the reversible part first; the group record (when no rebalance follows) is encoded before anything
+        # that cannot be taken back (answers to the old id's parked requests, timers)
         group.replace_static(self.instance_id, old_id, new_id)
-        env.timers.cancel(member_key(group.group_id, old_id))
-        schedule_session(env, fx.now_ms, group, member, self.session)
         group.update_protocols(member, self.protocols)
         member.rebalance_timeout_ms, member.session_timeout_ms = self.rebalance, self.session
+        record = None
+        if group.state is STABLE and group.protocol_name == group.select_protocol():
+            try:
+                record = group_record(env, group)
+            except Exception:
+                group.members.clear()
+                group.members.update(undo[0])
+                group.leader_id, group.pending_sync = undo[1], undo[2]
+                group.static_members[self.instance_id] = old_id
+                member.member_id = old_id
+                group.update_protocols(member, saved[0])
+                member.rebalance_timeout_ms, member.session_timeout_ms = saved[1], saved[2]
+                raise
+        fence_parked(env, fx, group, member, Err.FENCED_INSTANCE_ID, old_id)
+        env.timers.cancel(member_key(group.group_id, old_id))
+        schedule_session(env, fx.now_ms, group, member, self.session)
         park_join(env, fx, group, member, self.token, self.version)
         if group.state is STABLE:
-            if group.protocol_name == group.select_protocol():
-                self._static_rejoin_without_rebalance(member, old_id, old_leader, saved)
+            if record is not None:
+                self._static_rejoin_without_rebalance(member, old_id, old_leader, saved, record)
             else:
                 maybe_prepare_rebalance(env, fx, group, "static-member-changed")
         elif group.state is COMPLETING:
             prepare_rebalance(env, fx, group, "static-member-changed")
 
     def _static_rejoin_without_rebalance(self, member: Member, old_id: str, old_leader: str | None,
-                                         saved: tuple) -> None:
+                                         saved: tuple, record: tuple[int, bytes, bytes]) -> None:
         env, fx, group, version = self.env, self.fx, self.group, self.version
-        store_group(env, fx, group)
+        fx.write(*record)
         parked = group.take_join(member)
         assert parked is not None
         env.unpark(parked[0])

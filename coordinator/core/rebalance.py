@@ -54,12 +54,14 @@ def park_sync(env: Env, fx: Effects, group: Group, member: Member, token: object
     env.park(token, group.group_id, member.member_id)
 
 
-def fence_parked(env: Env, fx: Effects, group: Group, member: Member, error: Err) -> None:
-    """Answer the member's parked JoinGroup/SyncGroup with ``error``."""
+def fence_parked(env: Env, fx: Effects, group: Group, member: Member, error: Err,
+                 member_id: str | None = None) -> None:
+    """Answer the member's parked JoinGroup/SyncGroup with ``error`` (the JoinGroup answer names
+    ``member_id``, default the member's id)."""
     parked = group.take_join(member)
     if parked is not None:
         env.unpark(parked[0])
-        fx.complete(parked[0], join_response(parked[1], error, member.member_id))
+        fx.complete(parked[0], join_response(parked[1], error, member_id or member.member_id))
     if member.sync is not None:
         env.unpark(member.sync[0])
         fx.complete(member.sync[0], sync_response(error))

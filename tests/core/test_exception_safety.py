@@ -89,3 +89,24 @@ def test_commit_that_cannot_encode_its_second_partition_changes_nothing(monkeypa
         "no offset moved, and no partition is left pending (require_stable answers, not UNSTABLE_OFFSET_COMMIT)"
     assert commit_errors(h, h.commit("g", generation, members[0], {("t", 0): 7, ("t", 1): 8})) == {0}
     assert stable_fetch(h, "g", {"t": [0, 1]}) == {("t", 0): (7, 0), ("t", 1): (8, 0)}
+
+
+def test_static_member_replacement_that_cannot_encode_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    h = Harness()
+    joins = [h.join("g", instance=f"pod-{i}", client_id=f"c{i}") for i in range(2)]
+    h.settle(joins[0])
+    ids = [h[t]["member_id"] for t in joins]
+    h.sync("g", 1, ids[0], {ids[0]: b"p0", ids[1]: b"p1"}, instance="pod-0")
+    h.sync("g", 1, ids[1], instance="pod-1")
+    before = describe(h, "g")
+    calls = fail_once(monkeypatch, rebalance, "encode_group_value")
+    with pytest.raises(ValueError):
+        h.join("g", instance="pod-1", client_id="c1")  # pod-1 restarts with an empty member id
+    assert describe(h, "g") == before, "same members, ids, order and assignments"
+    assert h.error(h.heartbeat("g", 1, ids[1], instance="pod-1")) == 0, "the old id is not fenced"
+    again = h.join("g", instance="pod-1", client_id="c1")
+    assert len(calls) == 2
+    assert h.error(again) == 0 and h[again]["generation_id"] == 1
+    new_id = h[again]["member_id"]
+    assert new_id != ids[1] and h.error(h.heartbeat("g", 1, ids[1], instance="pod-1")) != 0
+    assert [m["member_id"] for m in describe(h, "g")["members"]] == [ids[0], new_id]

@@ -152,3 +152,44 @@ def test_delete_groups(srv: tuple[ServerProcess, Path]) -> None:
     deleted = w.call(42, 2, {"groups_names": ["g-delete"]})
     assert deleted is not None and deleted["results"][0]["error_code"] == 0
     assert stable_offsets(w, "g-delete", [0]) == {0: (-1, 0)}
+
+
+def describe_members(w: Wire, group: str) -> list[str]:
+    got = w.call(15, 5, {"groups": [group], "include_authorized_operations": False})
+    assert got is not None
+    return [m["member_id"] for m in got["groups"][0]["members"]]
+
+
+def test_a_static_members_restart(srv: tuple[ServerProcess, Path]) -> None:
+    s, flags = srv
+    w = Wire(s.port)
+    body = {"group_id": "g-static", "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000, "member_id": "",
+            "group_instance_id": "pod-1", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x00"}]}
+    joined = w.call(11, 5, body)
+    assert joined is not None and joined["error_code"] == 0, joined
+    member, generation = joined["member_id"], joined["generation_id"]
+    assert sync(w, "g-static", member, generation)["error_code"] == 0
+    (flags / "encode_group_value").touch()
+    resp = w.call(11, 5, body)  # pod-1 restarts: an empty member id with its instance id
+    assert answered_with_error_or_closed(resp), resp
+    assert describe(w, "g-static") == ("Stable", 1) and describe_members(w, "g-static") == [member]
+    again = w.call(11, 5, body)
+    assert again is not None and again["error_code"] == 0 and again["member_id"] != member
+    assert describe_members(w, "g-static") == [again["member_id"]]
+
+
+def test_offset_delete(srv: tuple[ServerProcess, Path]) -> None:
+    s, flags = srv
+    w = Wire(s.port)
+    w.call(19, 4, {"topics": [{"name": "t", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                               "configs": []}], "timeout_ms": 5000, "validate_only": False})
+    commit(w, "g-offdel", {0: 4})
+    body = {"group_id": "g-offdel", "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}
+    (flags / "encode_offset_key").touch()
+    resp = w.call(47, 0, body)
+    assert answered_with_error_or_closed(resp), resp
+    assert stable_offsets(w, "g-offdel", [0]) == {0: (4, 0)}
+    deleted = w.call(47, 0, body)
+    assert deleted is not None and deleted["error_code"] == 0, deleted
+    assert stable_offsets(w, "g-offdel", [0]) == {0: (-1, 0)}
