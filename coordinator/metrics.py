@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from coordinator.core.group import GroupState
 from protocol.messages import ALL
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -30,6 +31,9 @@ def api_name(api_key: int) -> str:
     return schema.name if schema else "Unknown"
 
 
+GROUP_STATES = tuple(state.value for state in GroupState)
+
+
 class _GroupCollector:
     def __init__(self) -> None:
         self.source: Callable[[], dict[str, int]] | None = None
@@ -37,7 +41,9 @@ class _GroupCollector:
 
     def collect(self):  # type: ignore[no-untyped-def]
         g = GaugeMetricFamily("groupcoord_groups", "Consumer groups by state.", labels=["state"])
-        for state, n in sorted((self.source() if self.source else {}).items()):
+        counts = dict.fromkeys(GROUP_STATES, 0)  # every state, 0 included: a dashboard always has a series
+        counts.update(self.source() if self.source else {})
+        for state, n in sorted(counts.items()):
             g.add_metric([state], n)
         yield g
         yield GaugeMetricFamily("groupcoord_group_members", "Members of all groups.",
