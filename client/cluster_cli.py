@@ -16,7 +16,6 @@ from typing import Any
 
 from client.admin_cli import table
 from client.cluster import Cluster
-from client.errors import KafkaError
 
 METADATA = 3
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -66,14 +65,3 @@ def add_parsers(sub: Any) -> None:
     d = csub.add_parser("describe", help="nodes, controller and leaders per node (from Metadata)")
     d.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
     d.set_defaults(run=cluster_describe)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return int(args.run(args))
-    except KafkaError as e:
-        print(f"groupcoord: {e}", file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as e:
-        print(f"groupcoord: cannot reach {args.bootstrap_server}: {e}", file=sys.stderr)
-        return 1

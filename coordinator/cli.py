@@ -53,10 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("groups", "topics", "retry"):
         return admin_cli.run(args)
-    if args.command in ("produce", "consume"):
+    if args.command in ("produce", "consume", "cluster"):  # commands that open their own connections
         return console_cli.run(args)
-    if args.command == "cluster":
-        return cluster_cli.run(args)
     if args.command == "serve":
         try:
             cfg = _load(args)

@@ -183,9 +183,13 @@ class TopicService:
         return dict(self._overrides.get(name, {})) if name in self._counts else None
 
     def effective(self, name: str) -> dict[str, Any]:
+        """Every key's effective value for topic ``name``; cached for existing topics only (a name a client
+        made up must not grow the cache)."""
         v = self._effective.get(name)
         if v is None:
-            v = self._effective[name] = tc.effective(self._overrides.get(name, {}), self.config)
+            v = tc.effective(self._overrides.get(name, {}), self.config)
+            if name in self._counts:
+                self._effective[name] = v
         return v
 
     def server_is_set(self, key: str) -> bool:
@@ -394,7 +398,9 @@ class TopicService:
         """The produce rules of a topic (server defaults for None); cached per (topic, version)."""
         if name is None:
             return produce_rules_of(tc.effective({}, self.config), version)
-        rules = self._rules[(name, version)] = produce_rules_of(self.effective(name), version)
+        rules = produce_rules_of(self.effective(name), version)
+        if name in self._counts:
+            self._rules[(name, version)] = rules
         return rules
 
     def handle_produce(self, req: Request, slot: Slot) -> None:
@@ -405,9 +411,9 @@ class TopicService:
         version = req.version
         for t in req.body["topic_data"]:
             name = t["name"]
-            rules = self._rules.get((name, version)) or self.produce_rules(version, name)
             parts_out = []
             count = self.partition_count(name)
+            rules = (self._rules.get((name, version)) or self.produce_rules(version, name)) if count else None
             for p in t["partition_data"]:
                 res: dict[str, Any] = {"index": p["index"], "error_code": 0, "base_offset": -1,
                                        "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": [],
@@ -427,6 +433,7 @@ class TopicService:
                 if plog is None:
                     res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
+                assert rules is not None  # the topic exists: it has a log
                 records = memoryview(p["records"] or b"")
                 outcome = validate_produce(records, rules, now_ms)
                 if isinstance(outcome, Refusal):

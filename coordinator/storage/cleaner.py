@@ -39,11 +39,10 @@ from protocol.record_batch import (
 )
 from protocol.record_reader import key_values
 
-from .compaction import _iter_batches
+from .compaction import _iter_batches, swap_in_cleaned
 from .errors import LogOfflineError
-from .index import OffsetIndex, encode_index_file
 from .log import PartitionLog
-from .segment import Segment, scan
+from .segment import Segment
 
 CHECKPOINT = "cleaner-checkpoint"
 ENTRY_BYTES = 128  # what one key map entry costs in this process (dict slot, int key, int offset), measured
@@ -147,7 +146,7 @@ def clean(plog: PartitionLog, now_ms: int, buffer_bytes: int) -> CleanResult:
                 plog.fs.unlink(fate.path)
                 continue
             try:
-                _swap(plog, seg, fate.path, fate.size)
+                swap_in_cleaned(plog, seg, fate.path, fate.size)
             except OSError as exc:
                 raise plog._go_offline("compaction", exc) from exc
             rewritten += 1
@@ -280,21 +279,3 @@ def _clean_batch(batch: memoryview, latest: dict[int, int], now_ms: int, horizon
     if len(kept) == len(records) and (has_horizon or not tombstones):
         return batch
     return rebuild_batch(header, kept, delete_horizon_ms=horizon if tombstones else None)
-
-
-def _swap(plog: PartitionLog, seg: Segment, cleaned: str, size: int) -> None:
-    """Rename the fsynced cleaned file over the segment, fsync the directory, index it, swap it in."""
-    fs = plog.fs
-    try:
-        fs.unlink(seg.index_path)
-    except FileNotFoundError:
-        pass
-    fs.rename(cleaned, seg.log_path)
-    fs.fsync_dir(plog.directory)
-    new_fd = fs.open(seg.log_path, os.O_RDWR)
-    index = OffsetIndex(plog.config.index_interval_bytes)
-    res = scan(fs, new_fd, 0, size, seg.base_offset, _NO_VERIFY, index)
-    new = Segment(seg.base_offset, plog.directory, new_fd, index, res.valid_end, res.next_offset,
-                  res.max_timestamp)
-    fs.write_atomic(new.index_path, encode_index_file(index, new.summary()))
-    plog._swap_segment(seg, new)

@@ -151,6 +151,13 @@ def _replace_segment(plog: PartitionLog, seg: Segment, data: bytes) -> None:
         fs.fsync(fd)
     finally:
         fs.close(fd)
+    swap_in_cleaned(plog, seg, cleaned, len(data))
+
+
+def swap_in_cleaned(plog: PartitionLog, seg: Segment, cleaned: str, size: int) -> None:
+    """Put the fsynced ``cleaned`` file of ``size`` bytes in ``seg``'s place: drop the old index, rename over
+    the segment, fsync the directory, index the new file (atomically) and swap it into the log."""
+    fs = plog.fs
     try:
         fs.unlink(seg.index_path)
     except FileNotFoundError:
@@ -159,7 +166,7 @@ def _replace_segment(plog: PartitionLog, seg: Segment, data: bytes) -> None:
     fs.fsync_dir(plog.directory)
     new_fd = fs.open(seg.log_path, os.O_RDWR)
     index = OffsetIndex(plog.config.index_interval_bytes)
-    res = scan(fs, new_fd, 0, len(data), seg.base_offset, _NO_VERIFY, index)
+    res = scan(fs, new_fd, 0, size, seg.base_offset, _NO_VERIFY, index)
     new = Segment(seg.base_offset, plog.directory, new_fd, index, res.valid_end, res.next_offset,
                   res.max_timestamp)
     fs.write_atomic(new.index_path, encode_index_file(index, new.summary()))

@@ -128,7 +128,7 @@ def test_a_pass_interrupted_between_segment_swaps_loses_no_latest_value(tmp_path
     plog = compacted(tmp_path)
     latest = produce_updates(plog, 20, 50)
     swaps = []
-    real_swap = cleaner._swap
+    real_swap = cleaner.swap_in_cleaned
 
     def crash_after_two(*args):
         if len(swaps) == 2:
@@ -136,7 +136,7 @@ def test_a_pass_interrupted_between_segment_swaps_loses_no_latest_value(tmp_path
         swaps.append(args[1].base_offset)
         real_swap(*args)
 
-    monkeypatch.setattr(cleaner, "_swap", crash_after_two)
+    monkeypatch.setattr(cleaner, "swap_in_cleaned", crash_after_two)
     with pytest.raises(KeyboardInterrupt):
         cleaner.clean(plog, NOW, 1 << 20)
     assert cleaner.read_state(plog).first_dirty == 0  # the checkpoint is written last
@@ -146,7 +146,7 @@ def test_a_pass_interrupted_between_segment_swaps_loses_no_latest_value(tmp_path
     reopened = PartitionLog.open(directory, cfg)
     assert not any(n.endswith(".cleaned") for n in os.listdir(directory))
     assert latest_of(records(reopened)) == latest
-    monkeypatch.setattr(cleaner, "_swap", real_swap)
+    monkeypatch.setattr(cleaner, "swap_in_cleaned", real_swap)
     cleaner.clean(reopened, NOW, 1 << 20)
     assert latest_of(records(reopened)) == latest
     reopened.close()
