@@ -118,17 +118,26 @@ def test_make_cluster_end_to_end(tmp_path: Path) -> None:
         assert {s["metric"]["node"] for s in up} == {"node1", "node2", "node3"}
 
         # a kafka-python group consumes through the cluster
-        for addr in nodes:  # `produce` may already have created it on a node it asked for Metadata
-            r = subprocess.run([GROUPCOORD, "topics", "create", "-b", addr, TOPIC], capture_output=True,
-                               text=True, timeout=60)
-            assert r.returncode == 0 or "TOPIC_ALREADY_EXISTS" in r.stdout, r.stdout + r.stderr
-            r = subprocess.run([GROUPCOORD, "produce", "-b", addr, TOPIC], capture_output=True, text=True,
-                               timeout=60, input="".join(f"record-{i}\n" for i in range(RECORDS)))
-            assert r.returncode == 0, r.stdout + r.stderr
+        # topics are cluster-wide: created through one node (its answer waits until that node sees the
+        # leaders), produced to and consumed from through the same node
+        r = subprocess.run([GROUPCOORD, "topics", "create", "-b", nodes[0], TOPIC], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = subprocess.run([GROUPCOORD, "produce", "-b", nodes[0], TOPIC], capture_output=True, text=True,
+                           timeout=60, input="".join(f"record-{i}\n" for i in range(RECORDS)))
+        assert r.returncode == 0, r.stdout + r.stderr
         got = consume_with_kafka_python(nodes[0])
         assert got == [f"record-{i}".encode() for i in range(RECORDS)]
         group = cli("groups", "describe", "-b", nodes[1], GROUP)
         assert f"GROUP {GROUP}" in group and "COORDINATOR 127.0.0.1:" in group
+
+        # every dashboard query names exported metrics and returns data from this Prometheus (checked before the
+        # kill: a killed node's counters restart from nothing, and with no replication its groups' go with it)
+        exported = set().union(*(scrape_names(ports[m]) for m in ("m1", "m2", "m3"))) | {"up"}
+        for expr in dashboard_exprs():
+            assert metric_names(expr) <= exported, expr
+            wait_for(f"data for {expr}", lambda expr=expr: prom_query(ports["prom"], expr) or None,
+                     timeout=30, interval=0.5)
 
         # kill a node (the walk-through): the cluster sees it go; `start-node` brings it back
         os.kill(int(recorded["node3"]["pid"]), signal.SIGKILL)
@@ -155,13 +164,6 @@ def test_make_cluster_end_to_end(tmp_path: Path) -> None:
         assert back.returncode == 0, back.stdout + back.stderr
         recorded = json.loads((cluster_dir / "cluster.pids").read_text())
         wait_for("node 3 back", lambda: "NODES 3" in cli("cluster", "describe", "-b", nodes[0]), timeout=20)
-
-        # every dashboard query names exported metrics and returns data from this Prometheus
-        exported = set().union(*(scrape_names(ports[m]) for m in ("m1", "m2", "m3"))) | {"up"}
-        for expr in dashboard_exprs():
-            assert metric_names(expr) <= exported, expr
-            wait_for(f"data for {expr}", lambda expr=expr: prom_query(ports["prom"], expr) or None,
-                     timeout=30, interval=0.5)
     finally:
         stopped = make("cluster-stop", env)
         leftovers = [f"{name} {e['pid']}" for name, e in recorded.items()
