@@ -5,6 +5,10 @@ Rules and invariants:
   auto-creation, up to ``max_block_ms``). It appends the record to its partition's open batch in the
   accumulator and returns a ``FutureRecordMetadata``; ``get(timeout)`` gives ``RecordMetadata(topic,
   partition, offset, timestamp)`` or raises the failure.
+- ``send_many(topic, partition, records)`` appends many records of one partition under one lock, with one
+  ``RecordsFuture`` for all of them (done when every batch they went into is done): the bulk path.
+- Uncompressed batches are encoded by aiokafka's Cython builder when it is installed (the same bytes as
+  ``protocol.record_batch.build_batch``, which encodes everything else).
 - Partitioning: an explicit ``partition`` wins; otherwise ``client.partitioner.DefaultPartitioner`` (murmur2
   for keys, a sticky partition for keyless records that moves whenever a keyless record would open a new
   batch, as Kafka's ``abortOnNewBatch``).
@@ -43,7 +47,7 @@ from client.errors import BrokerResponseError, IllegalStateError, KafkaError, er
 from client.partitioner import DefaultPartitioner
 from protocol.compression import codec_for
 from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import build_batch
+from protocol.record_batch import Compression, build_batch
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +156,32 @@ class FutureRecordMetadata:
             log.exception("producer callback failed")
 
 
+class RecordsFuture:
+    """The result of one ``send_many``: done when every batch its records went into is done."""
+
+    __slots__ = ("_results",)
+
+    def __init__(self, results: list[_BatchResult]) -> None:
+        self._results = results
+
+    def done(self) -> bool:
+        return all(r.event.is_set() for r in self._results)
+
+    def succeeded(self) -> bool:
+        return all(r.event.is_set() and r.error is None for r in self._results)
+
+    def exception(self) -> BaseException | None:
+        """The first failure among the batches done (None while none failed)."""
+        return next((r.error for r in self._results if r.event.is_set() and r.error is not None), None)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for r in self._results:
+            if not r.event.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+                return False
+        return True
+
+
 def failed_future(topic: str, partition: int, error: BaseException) -> FutureRecordMetadata:
     res = _BatchResult()
     res.complete(-1, -1, error)
@@ -180,7 +210,7 @@ class ProducerBatch:
 
     def encoded(self, compression: int) -> bytes:
         if self.payload is None:
-            self.payload = build_batch(self.records, compression=compression)
+            self.payload = encode_batch(self.records, compression)
         return self.payload
 
     def complete(self, base_offset: int, log_append_time: int = -1) -> None:
@@ -188,6 +218,37 @@ class ProducerBatch:
 
     def fail(self, error: BaseException) -> None:
         self.result.complete(-1, -1, error)
+
+
+_C_BUILDER: Any = None  # aiokafka's Cython DefaultRecordBatchBuilder once looked up; False: not installed
+
+
+def c_builder() -> Any:
+    """aiokafka's Cython ``DefaultRecordBatchBuilder``, or None when not installed. Looked up once, by the first
+    Producer: importing aiokafka takes ~0.1 s, which must not stall a sender thread holding the GIL."""
+    global _C_BUILDER
+    if _C_BUILDER is None:
+        try:
+            from aiokafka.record._crecords.default_records import DefaultRecordBatchBuilder
+            _C_BUILDER = DefaultRecordBatchBuilder
+        except ImportError:
+            _C_BUILDER = False
+    return _C_BUILDER or None
+
+
+def encode_batch(records: Sequence[tuple[bytes | None, bytes | None, Headers, int]], compression: int) -> bytes:
+    """``build_batch(records, compression=compression)``: for an uncompressed batch, built by aiokafka's Cython
+    builder when installed (byte for byte the same batch, ~4x faster; the sender thread holds the GIL less)."""
+    if compression == Compression.NONE and c_builder() is not None:
+        try:
+            builder = _C_BUILDER(2, 0, 0, -1, -1, -1, 1 << 62)  # magic 2, no codec, no producer id, no size cap
+            append = builder.append
+            for i, (key, value, headers, ts) in enumerate(records):
+                append(i, ts, key, value, list(headers))
+            return bytes(builder.build())
+        except (TypeError, ValueError):  # what it does not take (a bytearray header value...): ours below
+            pass
+    return build_batch(records, compression=compression)
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Headers) -> int:
@@ -211,6 +272,8 @@ class Producer:
         self.linger_s = max(0, linger_ms) / 1000
         self.batch_size = max(1, batch_size)
         self.compression = codec_for(compression_type)  # none, gzip, snappy, lz4, zstd (ValueError otherwise)
+        if self.compression == Compression.NONE:
+            c_builder()
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
         self.retries = max(0, retries)
@@ -264,6 +327,47 @@ class Producer:
             else:
                 p = partition
             return self._append(TopicPartition(topic, p), key, value, hdrs, ts, size)
+
+    def send_many(self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes | None, Headers, int]]
+                  ) -> RecordsFuture:
+        """``send()`` for many records of one partition at once: each ``(key, value, headers, timestamp_ms)``
+        (bytes or None, a sequence of headers, epoch ms) is appended in order, under one lock and with no
+        future per record. The returned future completes when every record is acknowledged, or fails with the
+        first failure. A record over ``max_request_size`` fails the whole call before anything is appended."""
+        if self._closing:
+            raise ProducerClosedError("send_many() after close()")
+        num_partitions = self._partition_count(topic)
+        if not 0 <= partition < num_partitions:
+            raise ValueError(f"{topic} has {num_partitions} partitions, partition {partition} does not exist")
+        sizes = []
+        for key, value, headers, _ in records:
+            if not (value is None or type(value) is bytes) or not (key is None or type(key) is bytes):
+                raise TypeError("keys and values of send_many() must be bytes or None")
+            size = record_size(key, value, headers)
+            if size + BATCH_HEADER > self.max_request_size:
+                refused = _BatchResult()
+                refused.complete(-1, -1, error_for(ErrorCode.MESSAGE_TOO_LARGE,
+                                                   f"record of ~{size} bytes exceeds max_request_size"))
+                return RecordsFuture([refused])
+            sizes.append(size)
+        tp = TopicPartition(topic, partition)
+        results: list[_BatchResult] = []
+        with self._cond:
+            q = self._batches.setdefault(tp, deque())
+            batch = q[-1] if q and q[-1].payload is None else None
+            opened = False
+            for rec, size in zip(records, sizes, strict=True):
+                if batch is None or (batch.records and batch.size + size > self.batch_size):
+                    batch = ProducerBatch(tp, time.monotonic())
+                    q.append(batch)
+                    opened = True
+                batch.records.append(rec)
+                batch.size += size
+                if not results or results[-1] is not batch.result:
+                    results.append(batch.result)
+            if opened:
+                self._cond.notify_all()
+        return RecordsFuture(results)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything buffered now and wait until it is acknowledged (or failed)."""

@@ -5,6 +5,9 @@ Rules and invariants:
   (``client.retry_policy``). The handler ``fn(record) -> None`` is called once per attempt; an exception
   re-publishes the record (key, value, timestamp, user headers kept, ``retry_*`` headers set) to the retry
   topic of its next delay, or to the failed topic after the last delay or for a ``not_retryable`` exception.
+  A copy goes to the partition with the source record's partition number (the producer's partitioner on
+  the key when the destination has fewer partitions). The copies of one poll's records of one partition are
+  sent together, one ``Producer.send_many`` per destination partition.
 - At least once, nothing lost: a partition's offset is committed only up to records whose handler
   succeeded or whose copy was acknowledged (the producer uses acks=all). Acknowledgements are not waited
   for in the poll loop: each poll takes those that arrived and commits (async) up to the first
@@ -43,19 +46,20 @@ from client.consumer_protocol import TopicPartition
 from client.errors import KafkaError
 from client.fetcher import ConsumerRecord
 from client.offsets import OffsetAndMetadata
-from client.producer import FutureRecordMetadata, Producer
+from client.producer import Producer, RecordsFuture
 from client.retry_policy import (
     RETRY_NUMBER,
     RETRY_ORIGINAL_OFFSET,
     RETRY_ORIGINAL_PARTITION,
     RETRY_ORIGINAL_TOPIC,
     RETRY_TIMESTAMP,
+    Headers,
     Origin,
     RetryPolicy,
     Route,
+    ascii_int,
     copy_headers,
     header_int,
-    header_value,
 )
 from protocol.errors import ErrorCode
 
@@ -66,6 +70,7 @@ Republished = Callable[[ConsumerRecord, Route], None]
 LATENESS_SAMPLES = 100_000
 DEFAULT_FETCH_MAX_WAIT_MS = 10  # a resumed partition waits for the fetch in flight: this bounds lateness
 MAX_IN_FLIGHT_COPIES = 10_000  # past this many unacknowledged copies, a poll waits for them
+COPY_BATCH_BYTES = 512 * 1024  # the producer's default batch_size: a partition has one batch in flight
 
 __all__ = ["RetryPolicy", "RetryStats", "RetryingConsumer"]
 
@@ -97,11 +102,20 @@ class RetryStats:
 
 
 @dataclass(slots=True)
-class _Pending:
+class _Copies:
+    """One round's copies of one source partition's failed records, sent with one ``send_many`` per destination
+    partition. ``offsets``/``labels`` (the delay label; "" for the failed topic) are in offset order;
+    ``sends[j]`` (None: the send itself failed) carries the copies whose first record is at offset
+    ``firsts[j]``. ``republished`` holds (record, route) pairs only for an ``on_republished`` callback: records
+    and routes are tuple subclasses the garbage collector never untracks, so held by the thousand until
+    their acknowledgement they would make it run full collections."""
+
     tp: TopicPartition
-    record: ConsumerRecord
-    route: Route
-    future: FutureRecordMetadata | None  # None: send() itself failed
+    offsets: list[int]
+    labels: list[str]
+    sends: list[RecordsFuture | None]
+    firsts: list[int]
+    republished: list[tuple[ConsumerRecord, Route]] | None
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -147,16 +161,16 @@ class RetryingConsumer:
         config.setdefault("fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS)
         config["enable_auto_commit"] = False
         self.consumer = Consumer(bootstrap_servers=bootstrap_servers, group_id=group_id, **config)
-        pconfig = {"linger_ms": 1, **(producer_config or {}), "acks": "all"}
+        pconfig = {"linger_ms": 1, "batch_size": COPY_BATCH_BYTES, **(producer_config or {}), "acks": "all"}
         self.producer = Producer(bootstrap_servers, **pconfig)
         self.consumer.subscribe(list(self._route), listener=_Listener(self))
-        self._parked: dict[TopicPartition, deque[ConsumerRecord]] = {}
+        self._parked: dict[TopicPartition, tuple[list[ConsumerRecord], int]] = {}  # records, first not handled
         self._due: dict[TopicPartition, int] = {}  # due time (epoch ms) of each parked partition's head
         self._progress: dict[TopicPartition, int] = {}  # next offset after the last handled record
         self._committed: dict[TopicPartition, int] = {}  # last offset sent in a commit
-        # copies not yet acknowledged, per source partition in send order (acks come in order per partition,
-        # so each poll looks only at the head of each queue: no scan of every copy in flight)
-        self._inflight: dict[TopicPartition, deque[_Pending]] = {}
+        # copies not yet acknowledged, per source partition in offset order: each poll looks only at the head of
+        # each queue (no scan of every copy in flight); the commit stops at the head's first unacknowledged copy
+        self._inflight: dict[TopicPartition, deque[_Copies]] = {}
         self._inflight_count = 0
         self._closed = False
 
@@ -190,10 +204,10 @@ class RetryingConsumer:
         if self._due and wait:
             wait = min(wait, max(0, math.ceil(min(self._due.values()) - now_ms())))
         records = self.consumer.poll(wait)
-        pending: list[_Pending] = []
+        pending: list[_Copies] = []
         done: dict[TopicPartition, int] = {}
         for tp, recs in records.items():
-            handled += self._handle(tp, deque(recs), pending, done, from_parked=False)
+            handled += self._handle(tp, recs, 0, pending, done, from_parked=False)
         self._finish(pending, done)
         return handled
 
@@ -227,81 +241,138 @@ class RetryingConsumer:
         due = [tp for tp, at in self._due.items() if at <= now]
         if not due:
             return 0
-        pending: list[_Pending] = []
+        pending: list[_Copies] = []
         done: dict[TopicPartition, int] = {}
         handled = 0
         for tp in due:
-            recs = self._parked.pop(tp)
+            recs, start = self._parked.pop(tp)
             del self._due[tp]
-            handled += self._handle(tp, recs, pending, done, from_parked=True)
+            handled += self._handle(tp, recs, start, pending, done, from_parked=True)
         self._finish(pending, done)
         return handled
 
-    def _handle(self, tp: TopicPartition, recs: deque[ConsumerRecord], pending: list[_Pending],
+    def _handle(self, tp: TopicPartition, recs: list[ConsumerRecord], start: int, pending: list[_Copies],
                 done: dict[TopicPartition, int], from_parked: bool) -> int:
+        """Handle ``recs[start:]`` of ``tp`` in order (a retry topic's up to the first not due, which parks the
+        rest); the copies of the records whose handler raised are sent together at the end."""
         main, label = self._route.get(tp.topic, (tp.topic, None))
-        handled = 0
-        while recs:
-            rec = recs[0]
-            if label is not None:
+        handler = self.handler
+        failed = self._failed
+        # (record, route, copy's headers): made in the except clause, so no exception (whose traceback holds
+        # this frame, a reference cycle left to the garbage collector) outlives it
+        failures: list[tuple[ConsumerRecord, Route, Headers]] = []
+        end = len(recs)
+        i = start
+        if label is None:  # a main topic: nothing to wait for
+            for i in range(start, end):
+                rec = recs[i]
+                try:
+                    handler(rec)
+                except Exception as exc:
+                    failures.append(failed(tp, rec, main, None, exc))
+            i = end
+        else:
+            lateness = self.stats.lateness_ms
+            while i < end:
+                rec = recs[i]
                 due = header_int(rec.headers, RETRY_TIMESTAMP) or 0
                 now = now_ms()
                 if due > now:  # not due: park the rest, hold the partition at this record
-                    self._parked[tp] = recs
+                    self._parked[tp] = (recs, i)
                     self._due[tp] = due
                     self.consumer.seek(tp, rec.offset)
                     self.consumer.pause([tp])
-                    return handled
-                self.stats.lateness_ms.append(now - due)
-            recs.popleft()
-            self._attempt(tp, rec, main, label, pending)
-            done[tp] = rec.offset + 1
-            handled += 1
-        if from_parked:  # everything fetched is handled: fetch again from after it
+                    break
+                lateness.append(now - due)
+                try:
+                    handler(rec)
+                except Exception as exc:
+                    failures.append(failed(tp, rec, main, label, exc))
+                i += 1
+        handled = i - start
+        self.stats.attempts += handled
+        self.stats.processed += handled - len(failures)
+        if handled:
+            done[tp] = recs[i - 1].offset + 1
+        if failures:
+            pending.append(self._republish(tp, failures))
+        if from_parked and i == end:  # everything fetched is handled: fetch again from after it
             self.consumer.seek(tp, done[tp])
             self.consumer.resume([tp])
         return handled
 
-    def _attempt(self, tp: TopicPartition, rec: ConsumerRecord, main: str, label: str | None,
-                 pending: list[_Pending]) -> None:
-        retries_done = (header_int(rec.headers, RETRY_NUMBER) or 0) if label is not None else 0
-        self.stats.attempts += 1
-        try:
-            self.handler(rec)
-        except Exception as exc:
-            origin = self._origin(tp, rec, main, label)
-            route = self.policy.route(main, retries_done, exc, int(now_ms()))
-            headers = copy_headers(rec.headers, route.retry_number, route.timestamp_ms, origin, exc)
-            try:
-                fut: FutureRecordMetadata | None = self.producer.send(
-                    route.topic, rec.value, rec.key, headers, timestamp_ms=rec.timestamp)
-            except KafkaError as e:
-                log.warning("cannot publish the copy of %s@%d to %s: %s", tp, rec.offset, route.topic, e)
-                fut = None
-            pending.append(_Pending(tp, rec, route, fut))
-        else:
-            self.stats.processed += 1
+    def _failed(self, tp: TopicPartition, rec: ConsumerRecord, main: str, label: str | None, exc: Exception
+                ) -> tuple[ConsumerRecord, Route, Headers]:
+        """Where the copy of ``rec``, whose handler just raised ``exc``, goes, and its headers."""
+        if label is None:  # a main topic's record: it is its own origin
+            retries_done = 0
+            origin = tuple.__new__(Origin, (main, tp.partition, rec.offset))  # Origin(...), cheaper
+        else:  # a retry topic's copy: one pass over its headers (last value wins, as header_value)
+            headers = dict(rec.headers)
+            retries_done = ascii_int(headers.get(RETRY_NUMBER)) or 0
+            origin = self._origin(tp, rec, main, headers)
+        route = self.policy.route(main, retries_done, exc, int(now_ms()))
+        return rec, route, copy_headers(rec.headers, route.retry_number, route.timestamp_ms, origin, exc)
+
+    def _republish(self, tp: TopicPartition, failures: list[tuple[ConsumerRecord, Route, Headers]]) -> _Copies:
+        """Send the copies of ``failures`` with one ``send_many`` per destination partition: the source
+        partition's number when the destination has it (ordering per partition carries over), else the
+        producer's partitioner on the key."""
+        offsets: list[int] = []
+        labels: list[str] = []
+        by_dest: dict[tuple[str, int], list[int]] = {}
+        copies: list[tuple[bytes | None, bytes | None, Headers, int]] = []
+        counts: dict[str, int] = {}
+        for rec, r, headers in failures:
+            copies.append((rec.key, rec.value, headers, rec.timestamp))
+            n = counts.get(r.topic)
+            if n is None:
+                try:
+                    n = counts[r.topic] = len(self.producer.partitions_for(r.topic))
+                except KafkaError as e:
+                    log.warning("no partitions known for %s: %s", r.topic, e)
+                    n = counts[r.topic] = 0
+            if tp.partition < n or n == 0:
+                partition = tp.partition
+            else:
+                partition = self.producer.partitioner.partition(r.topic, rec.key, n)
+            by_dest.setdefault((r.topic, partition), []).append(len(offsets))
+            offsets.append(rec.offset)
+            labels.append(r.label)
+        sends: list[RecordsFuture | None] = []
+        firsts: list[int] = []
+        for (topic, partition), idxs in by_dest.items():
+            fut: RecordsFuture | None = None
+            if counts[topic]:
+                try:
+                    fut = self.producer.send_many(topic, partition, [copies[j] for j in idxs])
+                except KafkaError as e:
+                    log.warning("cannot publish %d copies from %s to %s-%d: %s", len(idxs), tp, topic, partition, e)
+            sends.append(fut)
+            firsts.append(offsets[idxs[0]])
+        republished = [(rec, r) for rec, r, _ in failures] if self.on_republished is not None else None
+        return _Copies(tp, offsets, labels, sends, firsts, republished)
 
     @staticmethod
-    def _origin(tp: TopicPartition, rec: ConsumerRecord, main: str, label: str | None) -> Origin:
-        if label is not None:
-            topic = header_value(rec.headers, RETRY_ORIGINAL_TOPIC)
-            partition = header_int(rec.headers, RETRY_ORIGINAL_PARTITION)
-            offset = header_int(rec.headers, RETRY_ORIGINAL_OFFSET)
-            if topic is not None and partition is not None and offset is not None:
-                return Origin(topic.decode("utf-8", "replace"), partition, offset)
+    def _origin(tp: TopicPartition, rec: ConsumerRecord, main: str, headers: Mapping[str, bytes | None]) -> Origin:
+        """Where a retry topic's copy was first consumed, from its headers (itself when they are missing)."""
+        topic = headers.get(RETRY_ORIGINAL_TOPIC)
+        partition = ascii_int(headers.get(RETRY_ORIGINAL_PARTITION))
+        offset = ascii_int(headers.get(RETRY_ORIGINAL_OFFSET))
+        if topic is not None and partition is not None and offset is not None:
+            return Origin(topic.decode("utf-8", "replace"), partition, offset)
         return Origin(main, tp.partition, rec.offset)
 
     # ------------------------------------------------------------------ acknowledgements and commits
-    def _finish(self, pending: list[_Pending], done: dict[TopicPartition, int], wait: bool = False) -> None:
+    def _finish(self, pending: list[_Copies], done: dict[TopicPartition, int], wait: bool = False) -> None:
         """Record this round's progress, take the acknowledgements that arrived (all of them when ``wait``),
         rewind partitions whose copy failed, and commit (async) what is now safe."""
-        for p in pending:
-            queue = self._inflight.get(p.tp)
+        for c in pending:
+            queue = self._inflight.get(c.tp)
             if queue is None:
-                queue = self._inflight[p.tp] = deque()
-            queue.append(p)
-        self._inflight_count += len(pending)
+                queue = self._inflight[c.tp] = deque()
+            queue.append(c)
+            self._inflight_count += len(c.offsets)
         self._progress.update(done)
         if wait or self._inflight_count > MAX_IN_FLIGHT_COPIES:
             try:
@@ -312,28 +383,19 @@ class RetryingConsumer:
         unacked: dict[TopicPartition, int] = {}
         for tp, queue in list(self._inflight.items()):
             while queue:
-                p = queue[0]
-                offset = p.record.offset
-                if p.future is not None and not p.future.done():
-                    unacked[tp] = offset
+                c = queue[0]
+                waiting = [first for first, s in zip(c.firsts, c.sends, strict=True) if s is not None and not s.done()]
+                if waiting:  # never commit past a copy not yet acknowledged
+                    unacked[tp] = min(waiting)
                     break
                 queue.popleft()
-                self._inflight_count -= 1
-                if p.future is None or not p.future.succeeded():
-                    err = None if p.future is None else p.future.exception()
-                    log.warning("copy of %s@%d to %s failed (%s); handling it again", tp, offset, p.route.topic,
-                                err or "not sent")
-                    self.stats.republish_errors += 1
-                    rewind[tp] = offset
-                    self._inflight_count -= len(queue)  # behind it: handled again after the rewind anyway
+                self._inflight_count -= len(c.offsets)
+                cut = self._acknowledged(c)
+                if cut is not None:  # that record and the ones behind it are handled again after the rewind
+                    rewind[tp] = cut
+                    self._inflight_count -= sum(len(x.offsets) for x in queue)
                     queue.clear()
                     break
-                if p.route.failed:
-                    self.stats.failed += 1
-                else:
-                    self.stats.retried[p.route.label] = self.stats.retried.get(p.route.label, 0) + 1
-                if self.on_republished is not None:
-                    self.on_republished(p.record, p.route)
             if not queue:
                 del self._inflight[tp]
         assigned = self.consumer.assignment()
@@ -349,6 +411,29 @@ class RetryingConsumer:
         if offsets:
             self._committed.update({tp: o.offset for tp, o in offsets.items()})
             self.consumer.commit_async(offsets, self._on_commit)
+
+    def _acknowledged(self, c: _Copies) -> int | None:
+        """Count the copies of ``c`` (all its sends done) and run ``on_republished``, in offset order, up to the
+        first record whose copy failed; returns that record's offset (None: every copy acknowledged)."""
+        cut: int | None = None
+        for first, s in zip(c.firsts, c.sends, strict=True):
+            if s is None or not s.succeeded():
+                err = None if s is None else s.exception()
+                log.warning("copies of %s from offset %d failed (%s); handling them again", c.tp, first,
+                            err or "not sent")
+                self.stats.republish_errors += 1
+                cut = first if cut is None else min(cut, first)
+        retried = self.stats.retried
+        for i, (offset, label) in enumerate(zip(c.offsets, c.labels, strict=True)):
+            if cut is not None and offset >= cut:
+                break
+            if label:
+                retried[label] = retried.get(label, 0) + 1
+            else:
+                self.stats.failed += 1
+            if c.republished is not None and self.on_republished is not None:
+                self.on_republished(*c.republished[i])
+        return cut
 
     @staticmethod
     def _on_commit(offsets: Mapping[TopicPartition, OffsetAndMetadata], error: BaseException | None) -> None:
@@ -378,4 +463,4 @@ class RetryingConsumer:
             self._progress.pop(tp, None)
             self._committed.pop(tp, None)
         for tp in partitions:
-            self._inflight_count -= len(self._inflight.pop(tp, ()))
+            self._inflight_count -= sum(len(c.offsets) for c in self._inflight.pop(tp, ()))

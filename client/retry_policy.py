@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 RETRY_NUMBER = "retry_number"
@@ -76,7 +77,11 @@ def header_value(headers: Iterable[tuple[str, bytes | None]], name: str) -> byte
 
 
 def header_int(headers: Iterable[tuple[str, bytes | None]], name: str) -> int | None:
-    value = header_value(headers, name)
+    return ascii_int(header_value(headers, name))
+
+
+def ascii_int(value: bytes | None) -> int | None:
+    """An ASCII decimal header value as an int (None when absent or not a number)."""
     if value is None:
         return None
     try:
@@ -90,8 +95,7 @@ def strip_retry_headers(headers: Iterable[tuple[str, bytes | None]]) -> Headers:
     return tuple((k, v) for k, v in headers if k not in RETRY_HEADERS)
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(NamedTuple):
     """Where a record was first consumed from (its main topic coordinates)."""
 
     topic: str
@@ -101,19 +105,18 @@ class Origin:
 
 def copy_headers(headers: Iterable[tuple[str, bytes | None]], retry_number: int, timestamp_ms: int,
                  origin: Origin, exc: BaseException) -> Headers:
-    return strip_retry_headers(headers) + (
-        (RETRY_NUMBER, str(retry_number).encode()),
-        (RETRY_TIMESTAMP, str(timestamp_ms).encode()),
-        (RETRY_ORIGINAL_TOPIC, origin.topic.encode()),
-        (RETRY_ORIGINAL_PARTITION, str(origin.partition).encode()),
-        (RETRY_ORIGINAL_OFFSET, str(origin.offset).encode()),
-        (RETRY_EXCEPTION, exception_text(exc)),
-    )
+    return (*(strip_retry_headers(headers) if headers else ()),
+            (RETRY_NUMBER, b"%d" % retry_number),
+            (RETRY_TIMESTAMP, b"%d" % timestamp_ms),
+            (RETRY_ORIGINAL_TOPIC, origin.topic.encode()),
+            (RETRY_ORIGINAL_PARTITION, b"%d" % origin.partition),
+            (RETRY_ORIGINAL_OFFSET, b"%d" % origin.offset),
+            (RETRY_EXCEPTION, exception_text(exc)))
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    """Where a failed attempt goes: ``topic``, with ``retry_number`` and ``timestamp_ms`` headers."""
+class Route(NamedTuple):
+    """Where a failed attempt goes: ``topic``, with ``retry_number`` and ``timestamp_ms`` headers (a tuple:
+    one is made per failed attempt, cheaply)."""
 
     topic: str
     retry_number: int
@@ -130,6 +133,7 @@ class RetryPolicy:
     retry_topic_pattern: str = "{topic}-retry-{delay}"
     failed_topic_pattern: str = "{topic}-failed"
     _labels: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _names: dict[tuple[str, int], str] = field(init=False, repr=False, compare=False)  # (topic, retry) -> topic
 
     def __post_init__(self) -> None:
         if not self.delays_ms or any(d <= 0 for d in self.delays_ms):
@@ -139,6 +143,7 @@ class RetryPolicy:
             if any(n not in pattern for n in needs):
                 raise ValueError(f"topic pattern {pattern!r} must contain {' and '.join(needs)}")
         object.__setattr__(self, "_labels", tuple(format_delay(d) for d in self.delays_ms))
+        object.__setattr__(self, "_names", {})
 
     @classmethod
     def parse(cls, text: str, not_retryable: Sequence[type[BaseException]] = (), **patterns: str) -> RetryPolicy:
@@ -172,8 +177,14 @@ class RetryPolicy:
     def route(self, topic: str, retries_done: int, exc: BaseException, now_ms: int) -> Route:
         """Where the copy of a record of main topic ``topic`` goes after attempt ``retries_done + 1`` raised."""
         n = retries_done + 1
-        if n > len(self.delays_ms) or not self.is_retryable(exc):
-            return Route(self.failed_topic(topic), retries_done, now_ms, True)
+        failed = n > len(self.delays_ms) or not self.is_retryable(exc)
+        name = self._names.get((topic, 0 if failed else n))
+        if name is None:  # topic names are formatted once per (topic, retry number), not per record
+            name = self.failed_topic(topic) if failed else self.retry_topic(topic, self._labels[n - 1])
+            if len(self._names) < 10_000:
+                self._names[(topic, 0 if failed else n)] = name
+        new = tuple.__new__  # Route(...) without NamedTuple's Python-level __new__: one per failed attempt
+        if failed:
+            return new(Route, (name, retries_done, now_ms, True, 0, ""))
         delay = self.delays_ms[n - 1]
-        label = self._labels[n - 1]
-        return Route(self.retry_topic(topic, label), n, now_ms + delay, False, delay, label)
+        return new(Route, (name, n, now_ms + delay, False, delay, self._labels[n - 1]))

@@ -60,6 +60,7 @@ class RowBuffer:
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         headers: list[tuple[tuple[str, bytes | None], ...]] = []
+        kinds = {ts_type for ts_type, _ in chunks}
         ts_types: list[int] = []
         for ts_type, records in chunks:
             o, t, k, v, h = zip(*records)
@@ -69,14 +70,16 @@ class RowBuffer:
             values += v
             if self.include_headers:
                 headers += h
-            ts_types += [ts_type] * len(records)
+            if len(kinds) > 1:
+                ts_types += [ts_type] * len(records)
         ms = pa.array(stamps, pa.int64())
         columns = [
             pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-            pa.array([self.topic] * n, pa.string()), pa.array([self.partition] * n, pa.int32()),
+            # constant columns are repeated scalars: no Python list of n items
+            pa.repeat(pa.scalar(self.topic, pa.string()), n), pa.repeat(pa.scalar(self.partition, pa.int32()), n),
             pa.array(offsets, pa.int64()),
             pc.multiply(ms, 1000).cast(TIMESTAMP),
-            pa.array(ts_types, pa.int32()),
+            pa.array(ts_types, pa.int32()) if ts_types else pa.repeat(pa.scalar(kinds.pop(), pa.int32()), n),
         ]
         if self.include_headers:
             columns.append(pa.array([[{"key": hk, "value": hv} for hk, hv in h] for h in headers], HEADER_TYPE))

@@ -50,7 +50,7 @@ def stored_codecs(bootstrap: str, topic: str) -> set[int]:
                     {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
                      "log_start_offset": -1, "partition_max_bytes": 1 << 24}]}],
                 "forgotten_topics_data": [], "rack_id": ""}
-        _, resp = cluster.connection(leader).send(1, body)
+        _, resp = cluster.connection(leader).send(1, body, max_version=12)  # names topics by name (v13+ by id)
     finally:
         cluster.close()
     raw = resp["responses"][0]["partitions"][0]["records"] or b""

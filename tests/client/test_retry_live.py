@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
 
+from client.admin import AdminClient, NewTopic
 from client.fetcher import ConsumerRecord
 from client.producer import Producer
 from client.retry import RetryingConsumer, RetryPolicy
@@ -248,6 +250,48 @@ def test_a_new_owner_after_a_rebalance_honours_the_due_time(srv: ServerProcess) 
     assert n == 1 and who == "second"
     assert due is not None and closed_at < due <= at  # moved while waiting; the new owner waited too
     assert [c[4] for c in calls.of(b"m1")] == ["first"]
+
+
+# ---------------------------------------------------------------------------- a copy the broker refuses
+def test_a_refused_copy_rewinds_its_partition_and_nothing_is_committed_past_it(srv: ServerProcess) -> None:
+    """The retry topic takes batches of at most 1,000 bytes: the copy of a 900-byte record (plus its retry
+    headers) is refused (MESSAGE_TOO_LARGE), so the partition is rewound to that record and it is handled
+    again from the main topic; the small record's copy in the same round is acknowledged and counted."""
+    topic = f"refused-{uuid.uuid4().hex[:6]}"
+    policy = RetryPolicy.parse("1s")
+    with AdminClient(srv.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1), NewTopic(policy.retry_topic(topic, "1s"), 1,
+                                                         configs={"max.message.bytes": "1000"})])
+    big = b"B" * 900
+    calls = Calls()
+    record = calls.handler()
+
+    def handler(rec: ConsumerRecord) -> None:  # the big record fails its first attempt only
+        record(rec)
+        if rec.value == big and len(calls.of(big)) == 1:
+            raise RuntimeError("dependency down")
+
+    produce(srv.bootstrap, topic, [big, b"after"])
+    rc = RetryingConsumer(bootstrap_servers=srv.bootstrap, group_id=f"g-{topic}", topics=[topic],
+                          handler=handler, policy=policy, **FAST)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (len(calls.of(big)) < 2 or rc.stats.processed < 2):
+            rc.poll_once(100)
+    finally:
+        rc.close()
+    kc = KafkaConsumer(bootstrap_servers=srv.bootstrap, group_id=f"g-{topic}", enable_auto_commit=False)
+    try:
+        committed = kc.committed(KafkaTopicPartition(topic, 0))
+        retry_end = kc.end_offsets([KafkaTopicPartition(policy.retry_topic(topic, "1s"), 0)])
+    finally:
+        kc.close()
+    assert rc.stats.republish_errors == 1 and rc.stats.retried == {} and rc.stats.failed == 0
+    # the big record: its failed attempt, then (rewound: its copy was refused) handled again from the main topic
+    assert [c[1] for c in calls.of(big)] == [0, 0]
+    assert len(calls.of(b"after")) >= 1
+    assert committed == 2
+    assert list(retry_end.values()) == [0]  # no copy was ever stored
 
 
 # ---------------------------------------------------------------------------- checked last
