@@ -30,8 +30,8 @@ compile: $(STAMP)
 
 install: $(STAMP)
 
-# Debian packages used by tests against real components (kcat, promtool, zookeeper).
-$(APT_STAMP): | $(BIN)/python
+# Debian packages used by tests against real components (kcat, promtool, zookeeper, burrow).
+$(APT_STAMP): Makefile | $(BIN)/python
 	@if ! command -v kcat >/dev/null || ! command -v promtool >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kcat prometheus >/dev/null; \
@@ -41,6 +41,11 @@ $(APT_STAMP): | $(BIN)/python
 	  if [ "$$(id -u)" = 0 ]; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null; \
 	  else echo "apt-deps: not root, skipping zookeeper install"; fi; \
+	fi
+	@if [ ! -x /usr/bin/Burrow ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends burrow >/dev/null; \
+	  else echo "apt-deps: not root, skipping burrow install"; fi; \
 	fi
 	touch $(APT_STAMP)
 

@@ -1,6 +1,7 @@
 """InitProducerId (22): an (idempotent or transactional) producer obtains its producer id and epoch.
 
-Rules: we serve v0-4 (flexible from v2); kafka-python's idempotent producer needs it. ``producer_id`` and
+Rules: we serve v0-5 (flexible from v2; v5, Kafka 3.9's last, only admits TRANSACTION_ABORTABLE, which we never
+answer); kafka-python's idempotent producer needs it. ``producer_id`` and
 ``producer_epoch`` in the request (v3+, default -1) let a producer bump its epoch. The v6 two-phase-commit
 fields lie outside our range and are not declared.
 """
@@ -10,7 +11,7 @@ from protocol.schema import ApiSchema, f
 SCHEMA = ApiSchema(
     key=22,
     name="InitProducerId",
-    valid="0-4",
+    valid="0-5",
     flexible="2+",
     request=(
         f("transactional_id", "string", nullable="0+"),

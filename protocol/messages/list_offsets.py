@@ -1,7 +1,10 @@
 """ListOffsets (2): a client asks for the offset at a timestamp (or earliest -2 / latest -1) per partition.
 
 Rules:
-- We serve v0-7 (flexible from v6). v0 asks for up to ``max_num_offsets`` offsets and is answered with
+- We serve v0-9 (flexible from v6), Kafka 3.9's range. v8 and v9 only add timestamps a client may ask for:
+  -4 (earliest local, KIP-405) is the log start offset, as Kafka answers without tiered storage; -5 (latest
+  tiered, KIP-1005) is offset -1 with leader epoch -1, Kafka's answer when remote storage is off. Kafka
+  applies both at any version, and so do we. v0 asks for up to ``max_num_offsets`` offsets and is answered with
   ``old_style_offsets`` (Kafka's v0 handler: latest -> [log end], earliest -> [log start], a timestamp ->
   the start of the first segment not newer than it, as it read segment base offsets). ``timeout_ms`` (v10+)
   lies outside our range and is not declared.
@@ -14,7 +17,7 @@ from protocol.schema import ApiSchema, arr, f
 SCHEMA = ApiSchema(
     key=2,
     name="ListOffsets",
-    valid="0-7",
+    valid="0-9",
     flexible="6+",
     request=(
         f("replica_id", "int32"),

@@ -1,7 +1,8 @@
 """Produce (0): a client appends record batches to partitions; the response gives each batch's base offset.
 
 Rules:
-- We serve v0-10; v0-2 are declared (so they can be decoded) but the handler rejects them (DESIGN.md).
+- We serve v0-11 (Kafka 3.9's range; v11 only tells us the client handles TRANSACTION_ABORTABLE, which we never
+  answer, so it is v10 on the wire); v0-2 are declared (so they can be decoded) but the handler rejects them (DESIGN.md).
 - Apache Kafka 4.x's ProduceRequest/Response.json start at v3 (KIP-896 removed v0-2). For v0-2 the fields
   below are those of Kafka's older protocol (3.x JSON, kafka-python's ``kafka/protocol/old/produce.py``):
   request ``acks timeout_ms topic_data[name partition_data[index records]]``; response
@@ -16,7 +17,7 @@ from protocol.schema import ApiSchema, arr, f, struct
 SCHEMA = ApiSchema(
     key=0,
     name="Produce",
-    valid="0-10",
+    valid="0-11",
     flexible="9+",
     request=(
         f("transactional_id", "string", "3+", nullable="3+"),

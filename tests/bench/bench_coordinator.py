@@ -21,6 +21,12 @@ Figures (each server is a subprocess; the load generator is another process, ben
 4. Load time of 1M offset-commit records (bench_coordinator_offsets writes the data dir): from spawning the
    server to its "loaded 50 offsets partitions" log line (target <= 5 s); the server's own figure and the
    same load path in-process, stage by stage, are printed too.
+5. A reader of ``__consumer_offsets`` never slows the commit path (#27): closed-loop commits/s (as in 2) in
+   rounds alternating without and with a consumer tailing ``__consumer_offsets`` at full speed (Fetch v12 of
+   all 50 partitions back to back, max_wait 500 ms, min_bytes 1, bench_offsets_tail), Q T Q T Q on one server: each
+   tailed round over the mean of the quiet rounds around it, the median of those (target >= 0.9).
+   ``--only tail`` runs this part alone; ``--tail-rounds`` sets the tailed rounds; the tailer starts at the
+   log end (``--tail-from-beginning``: it reads the whole history first, then tails).
 Prints one table (figure, target, ratio, PASS/MISS) and the command; asserts nothing about wall-clock time.
 ``--profile`` runs every groupcoord server under cProfile and prints where its time went.
 """
@@ -35,6 +41,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -195,6 +202,23 @@ def bench_commits(a: argparse.Namespace, work: str) -> dict[str, Any]:
     return out
 
 
+def bench_tail(a: argparse.Namespace, work: str) -> dict[str, Any]:
+    print("\n[5/5] groupcoord: commits/s without and with a consumer tailing __consumer_offsets", flush=True)
+    prof = os.path.join(work, "tail.prof") if a.profile else None
+    server = groupcoord(os.path.join(work, "tail"), profile=prof).start()
+    try:
+        server.wait_for("loaded 50 offsets partitions", 60)  # before it, commits answer LOAD_IN_PROGRESS
+        out = run_load("tail", server.port, server.pid, "--connections", str(a.commit_connections),
+                       "--inflight", str(a.commit_inflight), "--rounds", str(a.tail_rounds),
+                       "--warmup", str(a.warmup), "--measure", str(a.measure),
+                       *(["--tail-from-beginning"] if a.tail_from_beginning else []))
+    finally:
+        server.stop()
+    if prof:
+        print_profile(prof, "commits with and without the tailer", a.profile_top)
+    return out
+
+
 def floor_rounds(floor: Daemon) -> dict[str, Any] | None:
     """The durable floor's fsync rounds, from the line it prints when it stops (None: no such line)."""
     try:  # the output thread may still be reading the stopped process's last lines
@@ -342,6 +366,22 @@ def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
             low = c["latency_low"]
             rows.append(_row(f"  diagnostic: p50 / p99 at {a.rate_low:,.0f}/s offered",
                              f"{low['p50_ms']:.2f} / {low['p99_ms']:.2f} ms", "(a lighter load)", None, None))
+    if "tail" in res:
+        t = res["tail"]
+        rows.append(_row("commits/s, a consumer tailing __consumer_offsets" + (" (from 0)" if a.tail_from_beginning else ""),
+                         f"{statistics.median(t['tailed']):,.0f}/s",
+                         ">= 0.9 x without", t["ratio"], t["ratio"] >= 0.9))
+        rows.append(_row("  without it (the rounds around)", f"{statistics.median(t['quiet']):,.0f}/s", "baseline",
+                         None, None))
+        rows.append(_row("  each tailed round / the quiet rounds around it",
+                         " ".join(f"{r:.2f}" for r in t["ratios"]), "ratio = their median", None, None))
+        if "cpu_ratio" in t:
+            rows.append(_row("  server CPU per commit, tailed / quiet rounds (median)",
+                             " ".join(f"{x:.0f}" for x in t["cpu_tailed_us"]) + " µs", "diagnostic, ~1.0 = free",
+                             t["cpu_ratio"], None))
+        rows.append(_row("  the tailer: records read / fetches",
+                         " ".join(f"{r['records_read']:,}/{r['fetches']:,}" for r in t["reads"]), "per tailed round",
+                         None, None))
     if "load" in res:
         ld = res["load"]
         rows.append(_row(f"load {ld['written']:,} offset records: spawn -> 'loaded'", f"{ld['spawn_to_loaded_s']:.2f} s",
@@ -367,7 +407,11 @@ def report(res: dict[str, Any], a: argparse.Namespace, command: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smaller and shorter (a smoke run, not the figures)")
-    p.add_argument("--only", default="heartbeats,commits,load", help="comma list of heartbeats,commits,load")
+    p.add_argument("--only", default="heartbeats,commits,load,tail", help="comma list of heartbeats,commits,load,"
+                   "tail")
+    p.add_argument("--tail-rounds", type=int, default=3, help="tail: rounds with the tailer (between quiet ones)")
+    p.add_argument("--tail-from-beginning", action="store_true", help="tail: the tailer first reads the whole "
+                   "history from offset 0 (else it starts at the log end)")
     p.add_argument("--connections", type=int, default=1000)
     p.add_argument("--small", type=int, default=100)
     p.add_argument("--inflight", type=int, default=8)
@@ -408,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
             results["commits"] = bench_commits(a, work)
         if "load" in parts:
             results["load"] = bench_load(a, work)
+        if "tail" in parts:
+            results["tail"] = bench_tail(a, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     report(results, a, command)

@@ -21,6 +21,13 @@ stderr and one line ``RESULT <json>`` on stdout. Scenarios:
   the machine the host stole (``/proc/stat`` steal) is summed over ours' runs and over the floor's. With
   ``--neighbour DUTY`` (a diagnostic), a busy neighbour spins DUTY of every core during the latency runs
   (``busy_neighbour``; the disk probes run without it).
+- ``tail``: against groupcoord: the closed-loop commits of ``commits``, in ``2 * --rounds + 1`` rounds that
+  alternate without and with a consumer tailing ``__consumer_offsets`` at full speed (bench_offsets_tail, a
+  subprocess started before the round's warm-up and stopped after it; from the log end, or with
+  ``--tail-from-beginning`` from offset 0): Q T Q T Q. Each tailed round is
+  divided by the mean of the quiet rounds around it; the figure is the median of those ratios (#27's "a read
+  of it never slows the commit path", goal >= 0.9). The server's CPU per commit is compared the same way (a
+  diagnostic that the CPU the host gives the server does not move: what serving the reader costs it).
 Without a scenario it only says that it is a helper (``make bench`` runs every bench_*.py module).
 """
 
@@ -31,6 +38,7 @@ import json
 import os
 import statistics
 import struct
+import subprocess
 import sys
 import time
 import urllib.request
@@ -313,6 +321,51 @@ def scenario_commits(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def scenario_tail(args: argparse.Namespace) -> dict[str, Any]:
+    socks = connect_all(args.port, args.connections)
+    makers = [commit_maker(f"bench-commits-{i}", i % 16, f"bench-committer-{i}") for i in range(len(socks))]
+    quiet: list[float] = []
+    tailed: list[float] = []
+    cpu_quiet: list[float] = []  # the server's CPU per commit (µs): robust to the CPU the host gives it
+    cpu_tailed: list[float] = []
+    reads: list[dict[str, Any]] = []
+    for i in range(2 * args.rounds + 1):
+        tailer = None
+        if i % 2:
+            tailer = subprocess.Popen([sys.executable, "-m", "tests.bench.bench_offsets_tail", "--port",
+                                       str(args.port), "--seconds", str(args.warmup + args.measure + 30),
+                                       *(["--from-beginning"] if args.tail_from_beginning else [])],
+                                      stdout=subprocess.PIPE, text=True)
+        try:
+            r = closed_loop(socks, makers, inflight=args.inflight, warmup_s=args.warmup, measure_s=args.measure,
+                            err_from_end=COMMIT_ERR_FROM_END, probes=probes(args))
+        finally:
+            if tailer is not None:
+                tailer.terminate()
+                out, _ = tailer.communicate(timeout=30)
+                line = next((x for x in out.splitlines() if x.startswith("TAILED ")), None)
+                if tailer.returncode or line is None:
+                    raise RuntimeError(f"the offsets tailer failed ({tailer.returncode}): {out[-2000:]}")
+                reads.append(json.loads(line[len("TAILED "):]))
+        (tailed if tailer is not None else quiet).append(r.requests_per_s)
+        if "server" in r.cpu and r.requests_per_s:
+            (cpu_tailed if tailer is not None else cpu_quiet).append(r.cpu["server"] / r.requests_per_s * 1e6)
+        say(f"commits max, {'tailed' if tailer is not None else 'quiet'}: {r.requests_per_s:,.0f}/s, errors {r.errors}, "
+            f"cpu {fmt_cpu(r.cpu)}"
+            + (f"; the tailer: {reads[-1]}" if tailer is not None else ""))
+        time.sleep(0.3)
+    for s in socks:
+        s.close()
+    ratios = [t / ((quiet[k] + quiet[k + 1]) / 2) for k, t in enumerate(tailed)]
+    out: dict[str, Any] = {"quiet": quiet, "tailed": tailed, "ratios": ratios, "ratio": statistics.median(ratios),
+                           "reads": reads}
+    if len(cpu_tailed) == len(tailed) and len(cpu_quiet) == len(quiet):
+        cpu_ratios = [t / ((cpu_quiet[k] + cpu_quiet[k + 1]) / 2) for k, t in enumerate(cpu_tailed)]
+        out.update(cpu_quiet_us=cpu_quiet, cpu_tailed_us=cpu_tailed, cpu_ratios=cpu_ratios,
+                   cpu_ratio=statistics.median(cpu_ratios))
+    return out
+
+
 FLUSH_BUCKET = "groupcoord_log_flush_latency_seconds_bucket{"
 
 
@@ -343,7 +396,7 @@ def round_stats(before: dict[float, int] | None, after: dict[float, int] | None)
             "slowest_le_ms": below[0] * 1000 if below else None}
 
 
-SCENARIOS = {"echo": scenario_echo, "groups": scenario_groups, "commits": scenario_commits}
+SCENARIOS = {"echo": scenario_echo, "groups": scenario_groups, "commits": scenario_commits, "tail": scenario_tail}
 
 
 def main(argv: list[str]) -> int:
@@ -368,13 +421,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--echo-port", type=int, default=0, help="groups: heartbeat rounds alternate with this echo "
                    "server's (E O E ... E)")
     p.add_argument("--echo-pid", type=int, default=None)
-    p.add_argument("--rounds", type=int, default=3, help="groups with --echo-port / commits with --floor-port: "
+    p.add_argument("--rounds", type=int, default=3, help="groups with --echo-port / commits with --floor-port / tail: "
                    "rounds of each")
     p.add_argument("--floor-pid", type=int, default=None, help="commits: report the floor's CPU use too")
     p.add_argument("--floor-port", type=int, default=0, help="commits: latency runs alternate with this durable "
                    "echo floor's (O F O F ..)")
     p.add_argument("--disk-probe", default=None, help="commits: time 1-KiB append + fdatasync in this directory"
                    " just before and after the latency runs")
+    p.add_argument("--tail-from-beginning", action="store_true", help="tail: the tailer reads the whole history "
+                   "first (bench_offsets_tail --from-beginning)")
     p.add_argument("--neighbour", type=float, default=0.0, help="commits (diagnostic): during the latency runs a"
                    " busy neighbour spins this share of every core (busy_neighbour)")
     args = p.parse_args(argv)
