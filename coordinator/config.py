@@ -139,10 +139,12 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.topic.replication.factor", int, 3, "Replicas of each offsets partition, capped at the live "
         "nodes when the offsets topic is created.", 1, 32767),
     Key("default.replication.factor", int, 1, "Replicas of a user topic created without its own.", 1, 32767),
-    Key("min.insync.replicas", int, 1, "Fewest in-sync replicas for an acks=all write or a commit (not "
-        "enforced yet: replication is not built; 1 claims no more than what is true today).", 1),
-    Key("replica.lag.time.max.ms", int, 30_000, "A follower this far behind leaves the ISR (replication: "
-        "not built yet).", 1),
+    Key("min.insync.replicas", int, 2, "Cluster mode: fewest in-sync replicas for an acks=all write, an "
+        "offset commit or a group write (capped at the partition's replica count); single node: unused.", 1),
+    Key("replica.lag.time.max.ms", int, 30_000, "A follower not caught up with its leader for this long "
+        "leaves the ISR.", 1),
+    Key("offsets.commit.timeout.ms", int, 5_000, "Cluster mode: how long a commit or group write waits for "
+        "its replicas before it is answered COORDINATOR_NOT_AVAILABLE.", 1),
     Key("unclean.leader.election.enable", bool, False, "Let an out-of-sync replica lead when no in-sync one is"
         " live (may lose data)."),
 )

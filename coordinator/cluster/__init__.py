@@ -5,6 +5,7 @@ Modules, one concept each:
   Apache Kafka's ZooKeeper-era ``ZkData`` lays it out. Pure.
 - ``assignment``: replica sets for new topics (Kafka's rack-unaware ``assignReplicasToBrokers``). Pure.
 - ``election``: leader election and ISR on broker loss/return (Kafka's controller rules). Pure.
+- ``replica_state``: a leader's follower progress, high watermark and ISR changes (Kafka's Partition). Pure.
 - ``zk``: the only module that imports kazoo; every call has a timeout; fenced writes.
 - ``controller``: the elected controller's reconcile loop (reads ZooKeeper, applies ``election``).
 - ``member``: one node's part (register, run for controller, watch partition state, follow leadership).

@@ -10,8 +10,10 @@ Rules:
   ``on_leadership`` which offsets partitions this node leads. It wakes on any watch, a connection-state
   change, a request, or every ``REFRESH_S`` as a safety net; a failed read is retried on the next wake.
 - Session LOST: this node gives up every leadership at once (serves no group) until a fresh snapshot from
-  a new session says otherwise. (SUSPENDED is reported; stopping acknowledgements on it belongs to the
-  replication slice, which adds acknowledgements to stop.)
+  a new session says otherwise. SUSPENDED (connection lost, session maybe alive) calls ``on_suspended(True)``
+  at once: replication acknowledges nothing until the session is CONNECTED again (``on_suspended(False)``).
+- ``close`` (controlled shutdown, then stop) gives up every leadership and closes the session, so the
+  controller moves them to other in-sync replicas at once; the loop does nothing after it.
 - The offsets topic is created lazily, as Kafka does: the first FindCoordinator (or Metadata naming it)
   makes this node write its assignment with ``offsets.topic.replication.factor`` capped at the live
   brokers; the controller then elects its leaders. Until then groups answer COORDINATOR_NOT_AVAILABLE.
@@ -63,6 +65,10 @@ class ClusterMember:
         self.controller: Controller | None = None
         self.on_leadership: Callable[[set[int]], None] = lambda _led: None
         self.on_topics: Callable[[ClusterView, dict[str, dict[str, str]]], None] = lambda _v, _c: None
+        self.on_replicas: Callable[[ClusterView], None] = lambda _v: None  # replication (leaders, followers)
+        self.on_suspended: Callable[[bool], None] = lambda _s: None  # replication: stop acknowledging at once
+        self.closed = False
+        self.state_versions: dict[tuple[str, int], int] = {}  # partition-state znode versions of ``view``
         self.topic_configs: dict[str, dict[str, str]] = {}  # user topic -> its overrides, read once
         self.view_changed = trio.Event()
         self.view_complete = False  # the last snapshot read every znode it listed (no decode problems)
@@ -81,6 +87,14 @@ class ClusterMember:
             raise StartupError(f"zookeeper.connect={self.connect_string}: {e}") from None
 
     async def close(self) -> None:
+        """Leave the cluster: give up every leadership here at once, then close the session (its ephemeral
+        znode goes at once, so the controller moves this node's leaderships without waiting for expiry).
+        Called at SIGTERM before the drain (controlled shutdown) and again at stop (then a no-op)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.view = ClusterView()
+        self.on_replicas(self.view)
         self.on_leadership(set())
         await self.zk.close()
 
@@ -91,9 +105,11 @@ class ClusterMember:
                 log.info("ZooKeeper session CONNECTED")
             else:
                 log.warning("ZooKeeper session %s", state)
+            self.on_suspended(state == "SUSPENDED")
             if state == "LOST":
                 self.controller = None
                 self.view = ClusterView()
+                self.on_replicas(self.view)
                 self.on_leadership(set())
             self._wake.set()
         self.zk.signal(on_trio)
@@ -180,6 +196,8 @@ class ClusterMember:
     async def _turn(self) -> bool:
         """One reconciliation; True when it changed ZooKeeper and should read again at once."""
         assert self.me is not None
+        if self.closed:  # left the cluster (controlled shutdown): follow nothing any more
+            return False
         try:
             snap = await self.zk.read_snapshot(self._on_watch)
         except ZkError as e:
@@ -221,6 +239,7 @@ class ClusterMember:
                     self.topic_configs[topic] = {}
         for topic in [t for t in self.topic_configs if t not in view.assignments]:
             del self.topic_configs[topic]  # deleted: a topic created again under its name is read again
+        self.state_versions = snap.state_versions
         self._publish(view)
         return False
 
@@ -291,6 +310,10 @@ class ClusterMember:
         except Exception:  # a local storage fault must not stop the node following the cluster
             log.exception("following the cluster's topics failed")
         self.view = view
+        try:
+            self.on_replicas(view)
+        except Exception:  # a bug in following must not stop the node following the cluster
+            log.exception("following the cluster's replicas failed")
         self.on_leadership(view.led_by(self.node_id, self.offsets_topic))
         self.view_changed.set()
         self.view_changed = trio.Event()

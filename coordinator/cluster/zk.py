@@ -13,7 +13,8 @@ Rules:
   ``/controller_epoch`` to epoch + 1 checked against the version read, so two nodes can never both win the
   same epoch. Every partition-state write is a transaction that first checks ``/controller_epoch``'s version
   is still the one this controller wrote (Kafka's ``checkControllerAndEpoch``), and updates a state znode
-  only at the version it was read at.
+  only at the version it was read at. A leader's own ISR change (``update_isr``) is checked against the state
+  znode's version alone, as Kafka's leader wrote it.
 - Errors reach callers as ``ZkError`` (with the kazoo error's name), never as kazoo types.
 """
 
@@ -27,7 +28,7 @@ from typing import Any
 
 import trio
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .state import (
@@ -313,6 +314,20 @@ class ZkStore:
                 fenced = True
             log.warning("state write of %s-%s refused: %s", tp[0], tp[1], [type(e).__name__ for e in errors])
         return written, fenced
+
+    async def update_isr(self, tp: TopicPartition, st: PartitionState, version: int) -> int | None:
+        """The leader's ISR change (Kafka's ZooKeeper-era ``updateLeaderAndIsr`` by the leader): set the state
+        znode only at ``version``; returns the new version, or None when the version check is lost (the
+        controller or another leader wrote it since: the caller stops leading until it reads the new state)."""
+        try:
+            stat = await self._wait(self.client.set_async(self._p(state_path(*tp)), encode_state(st), version=version))
+        except BadVersionError:
+            return None
+        except NoNodeError:
+            return None
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        return stat.version
 
     # ---------------------------------------------------------------- reading
     async def read_snapshot(self, watch: Watch | None = None) -> Snapshot:

@@ -41,7 +41,10 @@ from protocol.messages import ALL
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
+    from coordinator.runtime.cluster_topics import ClusterTopics
     from coordinator.runtime.connection import Connection, Slot
+    from coordinator.runtime.replication import Replication
+    from coordinator.storage.log import PartitionLog
 
 log = logging.getLogger("groupcoord.broker")
 
@@ -77,6 +80,7 @@ class Broker:
         self.commit: GroupCommit | None = None
         self.topic_service: TopicService | None = None
         self.cluster: ClusterMember | None = None  # cluster mode (zookeeper.connect set), else None
+        self.replication: Replication | None = None  # cluster mode: replication.py
         self.nursery: trio.Nursery  # set while running
         self.shutdown_requested = trio.Event()
 
@@ -105,13 +109,15 @@ class Broker:
             raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
         self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics, self.journal,
                                   self.config["log.journal.checkpoint.bytes"], self._fsync_child(),
-                                  hand_off=self.config["log.journal.fsync.process.answers"])
+                                  # cluster mode: a commit is answered once replicated, never by the fsync child
+                                  hand_off=self.config["log.journal.fsync.process.answers"] and self.cluster is None)
         self.groups = GroupService(self, self.logs, self.commit)
         self.topic_service = ts = TopicService(self, self.logs, self.commit)
         if self.cluster is not None:  # cluster mode (#20): user topics follow ZooKeeper
             from coordinator.runtime.cluster_topics import ClusterTopics
 
             ts.cluster = ClusterTopics(ts, self.cluster)
+            self._start_replication(ts.cluster)
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
         self.handlers[10] = self.groups.handle_find_coordinator
@@ -124,6 +130,29 @@ class Broker:
         cs = ConfigService(self, ts)
         self.handlers.update({32: cs.handle_describe_configs, 33: cs.handle_alter_configs,
                               44: cs.handle_incremental_alter_configs})
+
+    def _start_replication(self, cluster_topics: ClusterTopics) -> None:
+        """Cluster mode: leaders, followers and acknowledgements that wait for the ISR (replication.py)."""
+        from coordinator.runtime.replication import Replication
+
+        assert self.cluster is not None and self.groups is not None and self.topic_service is not None
+        groups, logs, ts = self.groups, self.logs, self.topic_service
+        assert logs is not None
+
+        def open_log(topic: str, partition: int) -> PartitionLog | None:
+            return groups.offsets_log(partition) if topic == OFFSETS_TOPIC else logs.get(topic, partition)
+
+        def min_isr_of(topic: str) -> int:
+            if topic == OFFSETS_TOPIC:
+                return self.config["min.insync.replicas"]
+            return ts.effective(topic)["min.insync.replicas"] if ts.partition_count(topic) is not None else \
+                self.config["min.insync.replicas"]
+
+        self.replication = Replication(self.config, self.cluster, open_log, ts._wake_fetchers, min_isr_of,
+                                       on_lead=ts.forget_producer_states)
+        cluster_topics.replication = self.replication
+        groups.use_replication(self.replication, self.config["offsets.commit.timeout.ms"] / 1000)
+        self.handlers[23] = self.replication.handle_offset_for_leader_epoch
 
     def _fsync_child(self) -> FsyncProcess | None:
         """The journal's fsync child process (None: journal off, disabled, or it could not be spawned)."""
@@ -146,6 +175,8 @@ class Broker:
                 background.start_soon(self.groups.load_all)
             else:  # cluster mode: serve the offsets partitions this node leads, as leadership moves
                 self.cluster.on_leadership = self.groups.follow_leadership
+                if self.replication is not None:
+                    background.start_soon(self.replication.run)
                 background.start_soon(self.groups.leadership_loop)
                 background.start_soon(self.cluster.run, self.advertised_host, self.advertised_port)
             background.start_soon(self.groups.timer_loop)
@@ -192,6 +223,13 @@ class Broker:
                     await trio.to_thread.run_sync(compact, plog, int(time.time() * 1000))
                 except (StorageError, OSError) as e:
                     log.error("compaction of %s-%s failed: %s", topic, part, e)
+
+    async def leave_cluster(self) -> None:
+        """Controlled shutdown (cluster mode): give up every leadership here and close the ZooKeeper session,
+        so the controller elects other in-sync replicas at once; bounded by the session close."""
+        if self.cluster is not None:
+            with trio.move_on_after(self.config["zookeeper.session.timeout.ms"] / 1000):
+                await self.cluster.close()
 
     async def stop(self) -> None:
         """Flush and close storage; called once, shielded, at shutdown."""

@@ -22,9 +22,12 @@ Rules (Apache Kafka's ZooKeeper-era broker is the spec):
   never served: Metadata, Produce, Fetch and ListOffsets only know the view's topics.
 - ``lead_error``: Produce, Fetch (replica_id -1) and ListOffsets of a partition this node does not lead are
   NOT_LEADER_OR_FOLLOWER (Kafka's ReplicaManager), of a topic or partition the view does not have
-  UNKNOWN_TOPIC_OR_PARTITION. Follower fetches (replica_id >= 0) are not served until replication exists:
-  NOT_LEADER_OR_FOLLOWER where this node does not lead, else UNKNOWN_LEADER_EPOCH (Kafka's answer to a
-  fetch from a replica it does not know as a follower).
+  UNKNOWN_TOPIC_OR_PARTITION; an acks=all Produce while the ISR is below ``min.insync.replicas`` is
+  NOT_ENOUGH_REPLICAS, nothing appended. Follower fetches (replica_id >= 0) go to ``replication``.
+- Produce answers (``complete_produce``): acks=1 once the leader's own fsync covers the append; acks=all
+  once the high watermark covers it with enough in-sync replicas (``Replication.when_replicated``, bounded
+  by the request's ``timeout_ms``), else that partition's ``ReplicationError.produce_error``. Consumers read
+  below the replicated high watermark (``high_watermark``).
 - Metadata lists the view's topics with leader, replicas, ISR and leader epoch (the same on every node);
   auto-creation (``auto.create.topics.enable``, ``num.partitions``, ``default.replication.factor``) is
   queued with the member and answered LEADER_NOT_AVAILABLE; a default replication factor above the live
@@ -42,7 +45,6 @@ from coordinator.cluster.assignment import assign_replicas
 from coordinator.cluster.metadata import topic_entry
 from coordinator.cluster.state import NO_LEADER, ClusterView
 from coordinator.core import topic_configs as tc
-from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.runtime.topics import _shown, topic_id, valid_topic_name
 from coordinator.storage.errors import StorageError
 from protocol.errors import ErrorCode
@@ -50,7 +52,9 @@ from protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
     from coordinator.runtime.connection import Slot
+    from coordinator.runtime.replication import Replication
     from coordinator.runtime.topics import TopicService
+    from coordinator.storage.log import PartitionLog
     from protocol.codec import Request
 
 log = logging.getLogger("groupcoord.cluster.topics")
@@ -66,7 +70,7 @@ class ClusterTopics:
         self.node_id = member.node_id
         self._known: set[str] = set()  # user topics of the last view followed
         self._strays: set[str] = set()  # local topics ZooKeeper does not name (logged once)
-        self._follower_log = RateLimitedLog(log, 10.0)
+        self.replication: Replication | None = None  # set by the broker
         member.on_topics = self.follow
 
     # ---------------------------------------------------------------- following the view
@@ -103,7 +107,7 @@ class ClusterTopics:
                 log.warning("local topic %s is not in the cluster (ZooKeeper): kept on disk, not served", topic)
         self._known = {t for t in view.assignments if not t.startswith("__")}
 
-    def lead_error(self, topic: str, partition: int, fetch: dict[str, Any] | None = None) -> int:
+    def lead_error(self, topic: str, partition: int, fetch: dict[str, Any] | None = None, acks: int = 1) -> int:
         """0 when this node leads the partition (and may serve the request), else the error to answer."""
         view = self.member.view
         parts = view.assignments.get(topic)
@@ -112,11 +116,51 @@ class ClusterTopics:
         leader = view.leader(topic, partition)
         if leader != self.node_id:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if fetch is not None and fetch.get("replica_id", -1) >= 0:
-            self._follower_log.warning("refused a follower fetch from replica %s: replication is not built yet",
-                                       fetch["replica_id"])
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if acks == -1 and self.replication is not None:
+            return self.replication.can_acknowledge(topic, partition)
         return 0
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        assert self.replication is not None
+        return self.replication.high_watermark(topic, partition)
+
+    def handle_follower_fetch(self, req: Request, slot: Slot) -> None:
+        assert self.replication is not None
+        self.replication.handle_fetch(req, slot, self.ts.broker.nursery)
+
+    def complete_produce(self, slot: Slot, body: dict[str, Any], pending: list[tuple[PartitionLog, int]], acks: int,
+                         timeout_ms: int) -> None:
+        """Answer a Produce (acks 1 or -1) once each appended partition is durable here (acks=1) or replicated
+        (acks=all); a partition that fails gets its own error, the others their offsets."""
+        replication = self.replication
+        assert replication is not None
+        if not pending:
+            slot.complete(body)
+            return
+        replication.notify_append()  # followers waiting on these logs fetch what was just appended
+        by_dir = {f"{t['name']}-{p['index']}": p for t in body["responses"] for p in t["partition_responses"]}
+        remaining = [len(pending)]
+        timeout_s = max(0, timeout_ms) / 1000
+
+        def settle(plog: PartitionLog, err: Exception | None) -> None:
+            if err is not None:
+                res = by_dir.get(plog.name)
+                if res is not None and res["error_code"] == 0:
+                    res.update(error_code=getattr(err, "produce_error", ErrorCode.KAFKA_STORAGE_ERROR),
+                               base_offset=-1, error_message=str(err)[:200])
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                slot.complete(body)
+                self.ts._wake_fetchers()
+
+        for plog, last in pending:
+            def durable(err: Exception | None, plog: PartitionLog = plog, last: int = last) -> None:
+                if err is not None:
+                    settle(plog, err)
+                    return
+                required = last + 1 if acks == -1 else 0  # acks=1: this node's fsync, a live session
+                replication.when_replicated(plog, required, timeout_s, lambda e: settle(plog, e))
+            self.ts.commit.when_durable(plog, last, durable)
 
     # ---------------------------------------------------------------- Metadata
     def metadata_entry(self, view: ClusterView, name: str, allow_auto_create: bool) -> dict[str, Any]:

@@ -24,7 +24,9 @@ Rules:
 - OffsetDelete's partitions are checked against the hosted topics here (``unknown_partitions``).
 - FindCoordinator is answered here: a single node coordinates every group (key type 0); transaction
   coordinators (key type 1) are not offered (COORDINATOR_NOT_AVAILABLE).
-- Cluster mode (``broker.cluster`` set): no ``load_all``; ``follow_leadership`` gets the offsets partitions
+- Cluster mode (``broker.cluster`` set): offsets writes are answered once replicated (``use_replication``;
+  a write the replicas did not take in time answers COORDINATOR_NOT_AVAILABLE, a lost leadership
+  NOT_COORDINATOR); no ``load_all``; ``follow_leadership`` gets the offsets partitions
   this node leads and ``leadership_loop`` loads those (one at a time, as at startup) and unloads the others
   (their groups answer NOT_COORDINATOR, parked requests included). FindCoordinator names the leader of the
   group's offsets partition, or COORDINATOR_NOT_AVAILABLE while it has none.
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from coordinator.runtime.broker import Broker
     from coordinator.runtime.connection import Connection, Slot
     from coordinator.runtime.group_commit import GroupCommit
+    from coordinator.runtime.replication import Replication
 
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -166,7 +169,7 @@ class _CommitSettled:
             error = 0
         else:
             service.write_failures.error("offset commit of %s failed: %s", self.pending.group_id, err)
-            error = ErrorCode.NOT_COORDINATOR
+            error = getattr(err, "commit_error", ErrorCode.NOT_COORDINATOR)  # replication.ReplicationError
         if self.handed:  # the child writes the success answer; an error here may come too late to stop it
             if err is not None:
                 self.abandon()
@@ -233,6 +236,7 @@ class GroupService:
         self._leases: dict[bytes, tuple[int, HeartbeatLease, tuple[bytes, bytes]]] = {}
         self._offsets_logs: dict[int, PartitionLog] = {}  # shard -> its log (offsets partitions are never deleted)
         self._led: set[int] = set()  # cluster mode: the offsets partitions this node leads
+        self._stage = commit.stage  # cluster mode: answered once replicated (``use_replication``)
         self._leadership_changed = trio.Event()
 
     # ---------------------------------------------------------------- loading
@@ -333,7 +337,7 @@ class GroupService:
         except (StorageError, OSError) as e:
             settle(e)
             return True
-        self.commit.stage(plog, [(result.key, result.value)], settle)
+        self._stage(plog, [(result.key, result.value)], settle)
         return True
 
     def hot_heartbeat(self, payload: bytes) -> bytes | None:
@@ -413,6 +417,11 @@ class GroupService:
             slot.complete({"throttle_time_ms": 0, **refused})
         else:
             slot.complete({"throttle_time_ms": 0, **answer(body["key"])})
+
+    def use_replication(self, replication: Replication, timeout_s: float) -> None:
+        """Cluster mode: every offsets write is answered once the high watermark covers it with enough
+        in-sync replicas (``Replication.staging``); single-node mode never calls this."""
+        self._stage = replication.staging(self.commit.stage, timeout_s)
 
     def follow_leadership(self, led: set[int]) -> None:
         """The offsets partitions this node now leads (called on the trio thread by the cluster member)."""
@@ -497,7 +506,8 @@ class GroupService:
                 return
             if errors:
                 self.write_failures.error("offsets write %s failed: %s", write_id, errors[0])
-                self.apply(self.core.on_append_failed(write_id, now_ms(), ErrorCode.NOT_COORDINATOR))
+                error = getattr(errors[0], "commit_error", ErrorCode.NOT_COORDINATOR)  # replication.py's
+                self.apply(self.core.on_append_failed(write_id, now_ms(), error))
             else:
                 after = self.core.on_appended(write_id, now_ms())
                 if commits:
@@ -512,7 +522,7 @@ class GroupService:
             except (StorageError, OSError) as e:
                 done(e)
                 continue
-            self.commit.stage(plog, items, done)
+            self._stage(plog, items, done)
 
     def _release(self, completions: list[tuple[object, dict]]) -> None:
         by_conn = self._by_conn

@@ -6,8 +6,10 @@ Rules:
 - Accept errors from resource exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM) are logged and retried after a
   short sleep; connections beyond ``max.connections`` or their address's limit are closed at once
   (connection_limits.py).
-- Shutdown (cancelling ``serve`` or SIGTERM/SIGINT via ``run``): stop accepting at once, give open
-  connections ``shutdown.grace.ms`` to finish in-flight requests, then cancel them, flush and close storage.
+- Shutdown (cancelling ``serve`` or SIGTERM/SIGINT via ``run``): stop accepting at once, leave the cluster
+  (cluster mode: this node's leaderships move to other in-sync replicas; what waits for them here is answered
+  with a retriable error), give open connections ``shutdown.grace.ms`` to finish in-flight requests, then
+  cancel them, flush and close storage.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
             accept_scope.cancel()
             for listener in listeners:
                 await listener.aclose()
+            await broker.leave_cluster()  # cluster mode: leaderships move before the drain
             with trio.move_on_after(config["shutdown.grace.ms"] / 1000):
                 await broker.wait_idle()
             conn_nursery.cancel_scope.cancel()

@@ -8,6 +8,9 @@ Rules:
   batch over ``message.max.bytes`` is MESSAGE_TOO_LARGE, a non-v2 batch UNSUPPORTED_FOR_MESSAGE_FORMAT; in
   all those cases nothing of that partition's data is appended. The response (acks 1 or all) is released only
   after the fsync covering the append; acks=0 gets no response. Versions 0-2 are refused per partition.
+- ``__consumer_offsets`` is readable through Fetch and ListOffsets like any topic (internal_topics.py); other
+  ``__`` names answer as unknown.
+- Fetch v13+ names topics by id (topic_ids.py).
 - Fetch returns stored bytes below the high watermark (durable data only), LSO = high watermark, no aborted
   transactions, no fetch sessions (session id 0). It long-polls: it answers when ``min_bytes`` are available
   or ``max_wait_ms`` has passed, waking whenever a flush advances a high watermark.
@@ -20,8 +23,9 @@ Rules:
   of it is created. Altering configs applies them live (``set_configs``).
 - Cluster mode (``broker.cluster`` set; ``coordinator.runtime.cluster_topics``): CreateTopics, DeleteTopics
   and CreatePartitions go to ``self.cluster``; Produce, Fetch and ListOffsets answer NOT_LEADER_OR_FOLLOWER
-  for a partition this node does not lead (``self.cluster.lead_error``). Single-node mode never takes these
-  branches.
+  for a partition this node does not lead (``self.cluster.lead_error``); follower fetches (replica_id >= 0),
+  acks=all answers and the high watermark consumers read below are replication's (``ClusterTopics``).
+  Single-node mode never takes these branches.
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ import trio
 
 from coordinator.config import BY_NAME as SERVER_KEYS
 from coordinator.core import topic_configs as tc
+from coordinator.runtime import internal_topics
 from coordinator.runtime.rate_limited_log import RateLimitedLog
+from coordinator.runtime.topic_ids import TopicIds, stamp_fetch
 from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError, StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
@@ -157,6 +163,26 @@ class TopicService:
                 self._counts[topic] = max(self._counts.get(topic, 0), part + 1)
         self._load_configs()
         self.cluster: ClusterTopics | None = None  # cluster mode (#20): set by the broker
+        self.topic_ids = TopicIds(self._known_names, topic_id)  # Fetch v13+ (topic_ids.py)
+        self.offsets_tail = internal_topics.TailWatcher(self._offsets_high_watermarks, self._wake_fetchers)
+
+    def _known_names(self) -> list[str]:
+        cluster = self.broker.cluster
+        if cluster is not None:
+            return list(cluster.view.assignments)
+        return [*self._counts, internal_topics.OFFSETS_TOPIC]
+
+    def _replicated_hw(self, topic: str, part: dict[str, Any]) -> int | None:
+        """Cluster mode: the high watermark consumers read below (replication's); None in single-node mode."""
+        return None if self.cluster is None else self.cluster.high_watermark(topic, part["partition_index"])
+
+    def _offsets_high_watermarks(self) -> list[int]:
+        """The offsets partitions' high watermarks as Fetch reads below them (internal_topics.TailWatcher)."""
+        name, count = internal_topics.OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"]
+        if self.cluster is not None:
+            return [self.cluster.high_watermark(name, p) for p in range(count)]
+        get = self.logs.get
+        return [plog.high_watermark for p in range(count) if (plog := get(name, p)) is not None]
 
     def _load_configs(self) -> None:
         """Read every topic's stored overrides, check them, and apply them to the open logs; a stored file
@@ -427,7 +453,7 @@ class TopicService:
                     res.update(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
                                error_message=f"Cannot append to internal topic {_shown(name)}")
                     continue
-                if self.cluster is not None and (err := self.cluster.lead_error(name, p["index"])):
+                if self.cluster is not None and (err := self.cluster.lead_error(name, p["index"], acks=acks)):
                     res["error_code"] = err
                     continue
                 if plog is None:
@@ -456,6 +482,9 @@ class TopicService:
             slot.complete(None)
             for plog, last in pending:  # nobody waits for the answer, but fetchers wait for the data
                 self.commit.when_durable(plog, last, lambda err: self._wake_fetchers())
+            return
+        if self.cluster is not None:  # cluster mode: acks=all waits for the in-sync replicas
+            self.cluster.complete_produce(slot, body, pending, acks, req.body.get("timeout_ms", 30000))
             return
         self._complete_when_durable(slot, body, pending)
 
@@ -500,6 +529,11 @@ class TopicService:
         res.update(base_offset=info.base_offset, log_start_offset=plog.log_start_offset)
         return info.last_offset
 
+    def forget_producer_states(self, plog: PartitionLog) -> None:
+        """Cluster mode: a log this node starts leading may have grown (or been cut) while it followed; its
+        producer states are rebuilt from its tail on next use."""
+        self._producers.pop(plog, None)
+
     def _producer_states(self, plog: PartitionLog) -> ProducerStates:
         """The partition's producer states, rebuilt from the batch headers of its log's tail on first use."""
         states = self._producers.get(plog)
@@ -542,12 +576,19 @@ class TopicService:
     # ---------------------------------------------------------------- Fetch
     def handle_fetch(self, req: Request, slot: Slot) -> None:
         body = req.body
+        if req.version >= 13:  # names topics by id; v15+: replica_id from replica_state (topic_ids.py)
+            self.topic_ids.resolve_fetch(body, req.version)
+        if self.cluster is not None and body.get("replica_id", -1) >= 0:  # a follower (replication.py)
+            self.cluster.handle_follower_fetch(req, slot)
+            return
         deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
         woken = self.hw_advanced  # taken before looking, so an advance after the look cannot be missed
         first = self._fetch_once(req)
         if first[1] >= max(1, body["min_bytes"]) or body["max_wait_ms"] <= 0 or first[2]:
             slot.complete(first[0])
             return
+        if internal_topics.reads_offsets_topic(body):  # group commit does not wake fetchers: this does
+            self.offsets_tail.watch(self.broker.nursery, slot, deadline)
         self.broker.nursery.start_soon(self._fetch_wait, req, slot, deadline, woken)
 
     async def _fetch_wait(self, req: Request, slot: Slot, deadline: float, woken: trio.Event) -> None:
@@ -589,11 +630,12 @@ class TopicService:
                     any_error = True
                     continue
                 plog = self.logs.get(name, p["partition"])
-                if plog is None or name.startswith("__"):
+                if plog is None or internal_topics.hidden(name):
                     res["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     any_error = True
                     continue
-                hw = plog.high_watermark
+                hw = plog.high_watermark if self.cluster is None else \
+                    self.cluster.high_watermark(name, p["partition"])  # cluster mode: the replicated one
                 res.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=plog.log_start_offset)
                 offset = p["fetch_offset"]
                 if offset < plog.log_start_offset or offset > plog.log_end_offset:
@@ -604,7 +646,7 @@ class TopicService:
                     continue
                 limit = min(p["partition_max_bytes"], max(budget, 1))
                 try:
-                    data = plog.read(offset, limit)
+                    data = plog.read(offset, limit, upper_bound=hw)  # hw: a journaled log's passes its recovery point
                 except OffsetOutOfRangeError:
                     res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                     any_error = True
@@ -617,6 +659,8 @@ class TopicService:
                 total += len(data)
                 budget -= len(data)
             out.append({"topic": name, "partitions": parts})
+        if req.version >= 13:
+            stamp_fetch(body, out)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": out}, total, any_error
 
     # ---------------------------------------------------------------- ListOffsets
@@ -632,7 +676,7 @@ class TopicService:
                     res.update(error_code=err, leader_epoch=-1)
                     continue
                 plog = self.logs.get(t["name"], p["partition_index"])
-                if plog is None or t["name"].startswith("__"):
+                if plog is None or internal_topics.hidden(t["name"]):
                     res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, leader_epoch=-1)
                     continue
                 ts = p["timestamp"]
@@ -646,16 +690,21 @@ class TopicService:
                     continue
                 if ts == -2:
                     res["offset"] = plog.log_start_offset
-                elif ts == -1:
-                    res["offset"] = plog.high_watermark
+                elif ts == -1:  # cluster mode: the replicated high watermark
+                    res["offset"] = plog.high_watermark if self.cluster is None else \
+                        self.cluster.high_watermark(t["name"], p["partition_index"])
                 elif ts == -3:
-                    found = plog.offset_of_max_timestamp()
+                    found = internal_topics.offset_of_max_timestamp(plog, self._replicated_hw(t["name"], p))
                     if found is not None:
                         res["offset"], res["timestamp"] = found
+                elif ts == -4:  # earliest local (v8+, KIP-405): nothing is tiered, so the log start
+                    res["offset"] = plog.log_start_offset
+                elif ts == -5:  # latest tiered (v9+, KIP-1005): nothing is tiered (Kafka: -1, epoch -1)
+                    res["leader_epoch"] = -1
                 elif ts < 0:
                     res["offset"] = plog.high_watermark  # other negative timestamps: the latest offset
                 else:
-                    found = plog.offset_for_timestamp(ts)
+                    found = internal_topics.offset_for_timestamp(plog, ts, self._replicated_hw(t["name"], p))
                     if found is not None:
                         res["offset"], res["timestamp"] = found
             out.append({"name": t["name"], "partitions": parts})

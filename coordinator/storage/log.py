@@ -22,12 +22,22 @@ Rules and invariants:
   the recovery point. The first bad or partial batch truncates the log there (later segments are
   deleted) with a warning; a torn tail never stops startup. Scanned data is then fsynced, so after open
   the recovery point equals the log end.
+- Replication (cluster mode only; single-node mode never calls these and ``leader_epoch`` stays None, so
+  appends are byte for byte as before): a leader (``become_leader(epoch)``) stamps its epoch into bytes 12-15
+  of what it appends (outside the CRC) and records where the epoch began in the leader-epoch cache
+  (``leader_epochs.py``, file ``leader-epoch-checkpoint``); a follower's ``append_as_follower`` writes the
+  leader's batches verbatim (CRC checked, offsets increasing from the log end; only a compacted log may
+  skip offsets, those the leader's cleaner removed) and notes new epochs; ``restart_at`` empties a follower
+  left behind its leader's log start;
+  ``truncate_to(offset)`` cuts whole batches (fsync, later segments deleted, checkpoint and epoch file
+  rewritten) before returning.
 - Retention (only when the config's policy includes delete) deletes whole closed segments, oldest first,
   never the active one, and advances the log start offset; the checkpoint file (`recovery-point`, written atomically) records both offsets.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -42,12 +52,15 @@ from protocol.record_batch import (
     UnsupportedCompressionError,
     decode_batch,
     parse_header,
+    split_batches,
     validate_batch,
 )
 
 from .errors import LogOfflineError, OffsetOutOfRangeError, StorageError
 from .fs import FileSystem
 from .index import OffsetIndex, decode_index_file, encode_index_file
+from .leader_epochs import FILE_NAME as EPOCH_FILE
+from .leader_epochs import LeaderEpochCache
 from .segment import (
     INDEX_SUFFIX,
     Segment,
@@ -107,6 +120,10 @@ class PartitionLog:
         self._append_lock = threading.Lock()
         self._cleaner_lock = threading.Lock()
         self._active_since: float | None = None  # wall-clock ms of the active segment's first append
+        # cluster mode (see "Replication" below): the epoch a leader stamps into what it appends (None: stamp
+        # nothing, single-node mode), and the leader-epoch cache, read from its file on first use
+        self.leader_epoch: int | None = None
+        self._epochs: LeaderEpochCache | None = None
 
     # ------------------------------------------------------------------ open / recovery
 
@@ -323,7 +340,7 @@ class PartitionLog:
         if not batches:
             raise ValueError("append needs at least one batch")
         metas = [(h.size, h.last_offset_delta, h.max_timestamp) for h in map(self._check_batch, batches)]
-        return self._append(batches, metas, leader_epoch)
+        return self._append(batches, metas, leader_epoch if leader_epoch is not None else self.leader_epoch)
 
     def append_own(self, batch: bytes, record_count: int, max_timestamp: int) -> AppendInfo:
         """Append one batch this process built itself (``build_kv_batch``: ``record_count`` records, offset
@@ -335,7 +352,12 @@ class PartitionLog:
         seg = self._segments[-1]
         size = len(batch)
         first = seg.next_offset
-        data = first.to_bytes(8, "big", signed=True) + batch[8:]
+        epoch = self.leader_epoch
+        if epoch is None:
+            data = first.to_bytes(8, "big", signed=True) + batch[8:]
+        else:  # a cluster leader stamps its epoch (bytes 12-15, outside the CRC)
+            data = b"".join((first.to_bytes(8, "big", signed=True), batch[8:12],
+                             epoch.to_bytes(4, "big", signed=True), batch[16:]))
         position = seg.size
         try:
             written = self.fs.pwrite(seg.fd, data, position)
@@ -634,3 +656,166 @@ class PartitionLog:
             i = self._segments.index(old)
             self._segments[i] = new
             self.fs.close(old.fd)
+
+    # ------------------------------------------------------------------ replication (cluster mode)
+    # A follower appends its leader's batches as they are (offsets and leader epochs kept) and is cut back
+    # to where it agrees with a new leader (KIP-101); a leader stamps its epoch and records where it began.
+    # Single-node mode never calls these, and ``leader_epoch`` stays None there.
+
+    def epoch_cache(self) -> LeaderEpochCache:
+        """The leader-epoch cache (read from ``leader-epoch-checkpoint`` on first use; empty when missing)."""
+        cache = self._epochs
+        if cache is None:
+            path = os.path.join(self.directory, EPOCH_FILE)
+            cache = LeaderEpochCache.decode(self.fs.read_file(path))
+            if cache is None:
+                cache = LeaderEpochCache()
+            self._epochs = cache
+        return cache
+
+    def _write_epochs(self) -> None:
+        cache = self.epoch_cache()
+        try:
+            self.fs.write_atomic(os.path.join(self.directory, EPOCH_FILE), cache.encode())
+        except OSError as exc:
+            raise self._go_offline("leader-epoch checkpoint write", exc) from exc
+
+    def become_leader(self, epoch: int) -> None:
+        """From now on appends carry ``epoch``; the epoch starts at the log end (file written if new)."""
+        with self._append_lock:
+            self._check_online()
+            self.leader_epoch = epoch
+            if self.epoch_cache().assign(epoch, self.log_end_offset):
+                self._write_epochs()
+
+    def become_follower(self) -> None:
+        with self._append_lock:
+            self.leader_epoch = None
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append a leader's whole batches verbatim (offsets and epochs kept): each batch's CRC is checked and
+        the first must start at the log end, each next one where the previous ended (``CorruptBatchError``
+        otherwise; nothing is appended then). A partial trailing batch (the leader's ``max_bytes`` cut) is
+        ignored. Returns None when ``data`` holds no whole batch. New leader epochs go to the epoch cache."""
+        batches, _ = split_batches(data)
+        if not batches:
+            return None
+        headers = [validate_batch(b) for b in batches]
+        gaps = False
+        for prev, cur in itertools.pairwise(headers):
+            if cur.base_offset < prev.next_offset:
+                raise CorruptBatchError(f"batch at offset {cur.base_offset} overlaps {prev.last_offset}")
+            gaps = gaps or cur.base_offset > prev.next_offset
+        first = headers[0].base_offset
+        total = sum(h.size for h in headers)
+        if gaps and not self.config.compact:
+            raise CorruptBatchError(f"batches from offset {first} skip offsets in a log that is not compacted")
+
+        def write() -> AppendInfo:
+            end = self._segments[-1].next_offset
+            if first < end or (first > end and not self.config.compact):
+                raise CorruptBatchError(f"follower append at offset {first}, log end is {end}")
+            return self._write_verbatim_locked(batches, headers, total)
+
+        info = self._append_with(total, write)
+        cache = self.epoch_cache()
+        changed = False
+        for h in headers:
+            if h.partition_leader_epoch > cache.latest_epoch:
+                changed = cache.assign(h.partition_leader_epoch, h.base_offset) or changed
+        if changed:
+            self._write_epochs()
+        return info
+
+    def restart_at(self, offset: int) -> None:
+        """A follower behind its leader's log start (retention moved it): drop everything and start empty at
+        ``offset`` (Kafka's ``truncateFullyAndStartAt``); durable at return."""
+        with self._cleaner_lock, self._append_lock, self._flush_lock:
+            with self._lock:
+                self._check_online()
+                doomed, self._segments = self._segments, []
+            try:
+                for old in doomed:
+                    self.fs.close(old.fd)
+                    self._delete_segment_files(old.base_offset)
+                fresh = self._create_segment(offset)
+            except OSError as exc:
+                raise self._go_offline("restart", exc) from exc
+            with self._lock:
+                self._segments = [fresh]
+                self._recovery_point = self._durable_elsewhere = self._log_start = offset
+            try:
+                self._write_checkpoint()
+            except OSError as exc:
+                raise self._go_offline("checkpoint write", exc) from exc
+            if self.epoch_cache().truncate_from_end(0):
+                self._write_epochs()
+            log.warning("partition %s emptied and restarted at offset %d (its leader's log start)", self.directory,
+                        offset)
+
+    def _write_verbatim_locked(self, batches: Sequence[bytes | bytearray | memoryview],
+                               headers: Sequence[BatchHeader], total: int) -> AppendInfo:
+        """A follower's write: the bytes as they are (offsets kept, so a compacted leader's gaps stay gaps)."""
+        seg = self._segments[-1]
+        buf = b"".join(batches)
+        try:
+            self.fs.pwrite_all(seg.fd, buf, seg.size)
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
+        pos = seg.size
+        for h in headers:
+            seg.index.maybe_add(h.base_offset, pos)
+            pos += h.size
+            if h.max_timestamp > seg.max_timestamp:
+                seg.max_timestamp = h.max_timestamp
+        seg.size += total
+        seg.next_offset = headers[-1].next_offset
+        seg.dirty = True
+        return AppendInfo(headers[0].base_offset, headers[-1].last_offset)
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset is >= ``offset`` (a batch holding ``offset`` goes whole, as in
+        Kafka's ``LogSegment.truncateTo``); returns the new log end. Durable at return: the cut segment is
+        fsynced, later segments deleted, the directory, checkpoint and epoch file rewritten."""
+        with self._cleaner_lock, self._append_lock, self._flush_lock:
+            with self._lock:
+                self._check_online()
+                if offset >= self.log_end_offset:
+                    return self.log_end_offset
+                offset = max(offset, self._log_start)
+                i = self._segment_index(offset)
+                seg = self._segments[i]
+                cut_pos, cut_offset = seg.size, seg.next_offset
+                for loc in iter_batches(self.fs, seg, seg.index.lookup(offset)):
+                    if loc.last_offset >= offset:
+                        cut_pos, cut_offset = loc.position, loc.base_offset
+                        break
+                doomed = self._segments[i + 1:]
+                del self._segments[i + 1:]
+            try:
+                for old in doomed:
+                    self.fs.close(old.fd)
+                    self._delete_segment_files(old.base_offset)
+                self.fs.ftruncate(seg.fd, cut_pos)
+                self.fs.fsync(seg.fd)
+                self._unlink_if_exists(seg.index_path)
+                self.fs.fsync_dir(self.directory)
+            except OSError as exc:
+                raise self._go_offline("truncation", exc) from exc
+            with self._lock:
+                seg.size = cut_pos
+                seg.next_offset = max(cut_offset, seg.base_offset)
+                seg.index.truncate_to(cut_pos)
+                seg.dirty = False
+                end = seg.next_offset
+                self._recovery_point = min(self._recovery_point, end)
+                self._durable_elsewhere = min(self._durable_elsewhere, end)
+                self._log_start = min(self._log_start, end)
+            try:
+                self._write_checkpoint()
+            except OSError as exc:
+                raise self._go_offline("checkpoint write", exc) from exc
+            if self.epoch_cache().truncate_from_end(end):
+                self._write_epochs()
+            log.warning("partition %s truncated to offset %d", self.directory, end)
+            return end

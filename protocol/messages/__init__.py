@@ -25,6 +25,7 @@ from protocol.messages import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
 )
@@ -33,8 +34,8 @@ from protocol.schema import ApiSchema
 _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
     heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, init_producer_id, describe_configs, alter_configs, create_partitions, delete_groups,
-    incremental_alter_configs, offset_delete,
+    delete_topics, init_producer_id, offset_for_leader_epoch, describe_configs, alter_configs, create_partitions,
+    delete_groups, incremental_alter_configs, offset_delete,
 )
 
 ALL: dict[int, ApiSchema] = {m.SCHEMA.key: m.SCHEMA for m in _MODULES}

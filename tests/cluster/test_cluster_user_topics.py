@@ -14,6 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from server_process import ServerProcess
 
 from client import Consumer, Producer, TopicPartition
+from coordinator.runtime.topics import topic_id
 from protocol.errors import ErrorCode
 from protocol.record_batch import build_batch
 
@@ -52,9 +53,9 @@ def produce_one(node: ServerProcess, partition: int, value: bytes) -> dict[str, 
 
 def fetch_error(node: ServerProcess, partition: int, replica_id: int = -1) -> int:
     resp = request(node, FETCH, lambda v: {
-        "replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "replica_id": replica_id, "replica_state": {"replica_id": replica_id, "replica_epoch": -1}, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-        "topics": [{"topic": TOPIC, "topic_id": None, "partitions": [{
+        "topics": [{"topic": TOPIC, "topic_id": topic_id(TOPIC), "partitions": [{
             "partition": partition, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
     return resp["responses"][0]["partitions"][0]["error_code"]
@@ -117,8 +118,9 @@ def test_a_replicated_topic_lives_in_the_cluster(tmp_path: Path, zk_connect: str
             assert fetch_error(nodes[other], p) == ErrorCode.NOT_LEADER_OR_FOLLOWER
             assert list_offsets_error(nodes[other], p) == ErrorCode.NOT_LEADER_OR_FOLLOWER
             assert fetch_error(nodes[entry["leader_id"]], p) == 0
-            # follower fetches are not served until replication exists
-            assert fetch_error(nodes[entry["leader_id"]], p, replica_id=other) == ErrorCode.UNKNOWN_LEADER_EPOCH
+            # the leader serves its followers' fetches, and no other node's
+            assert fetch_error(nodes[entry["leader_id"]], p, replica_id=other) == 0
+            assert fetch_error(nodes[entry["leader_id"]], p, replica_id=99) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
         # kafka-python and our producer, each bootstrapping from one node, reach every partition's leader
         kp = KafkaProducer(bootstrap_servers=nodes[2].bootstrap, acks="all", request_timeout_ms=10000)
@@ -180,7 +182,8 @@ def test_a_replicated_topic_lives_in_the_cluster(tmp_path: Path, zk_connect: str
 
 
 def test_losing_a_node_moves_its_user_partitions(tmp_path: Path, zk_connect: str) -> None:
-    nodes = start_nodes(tmp_path, zk_connect, [1, 2, 3])
+    # one in-sync replica is enough here: the lost node leaves its partitions with one live replica each
+    nodes = start_nodes(tmp_path, zk_connect, [1, 2, 3], "--min-insync-replicas", "1")
     try:
         for n in nodes.values():
             wait_for("three brokers", lambda n=n: len(metadata(n)["brokers"]) == 3, describe=lambda: logs(nodes))
@@ -191,7 +194,7 @@ def test_losing_a_node_moves_its_user_partitions(tmp_path: Path, zk_connect: str
         assert moved
         # our producer knows the old leaders before the loss; it must follow the move by itself
         early = Producer(nodes[next(i for i in nodes if i != victim)].bootstrap, request_timeout_ms=5000,
-                         retries=20, retry_backoff_ms=200)
+                         retries=20, retry_backoff_ms=200, acks="all")
         try:
             warm = [early.send(TOPIC, value=b"before", partition=p) for p in range(PARTITIONS)]
             early.flush(20)
@@ -210,17 +213,18 @@ def test_losing_a_node_moves_its_user_partitions(tmp_path: Path, zk_connect: str
             else:
                 assert e["leader_id"] == before[p]["leader_id"], (p, e)
         # new produce to a moved partition works on its new leader, and only there
+        # (the new leaders hold the record acknowledged before the loss: it was replicated, so these follow it)
         for p in moved:
             leader = after[p]["leader_id"]
-            assert produce_one(survivors[leader], p, b"after-failover")["error_code"] == 0
+            answer = produce_one(survivors[leader], p, b"after-failover")
+            assert (answer["error_code"], answer["base_offset"]) == (0, 1), answer
             other = next(i for i in survivors if i != leader)
             assert produce_one(survivors[other], p, b"x")["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        # the producer created before the loss reaches the new leaders (their logs hold only what was
-        # produced to them after the move: no replication yet)
+        # the producer created before the loss reaches the new leaders
         try:
             futures = [early.send(TOPIC, value=b"v", partition=p) for p in sorted(moved)]
             early.flush(30)
-            assert all(f.get(5).offset == 1 for f in futures)  # after the one produced above
+            assert all(f.get(5).offset == 2 for f in futures)  # after the two produced above
         finally:
             early.close(5)
     finally:

@@ -40,11 +40,13 @@ class ZooKeeperProcess:
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> ZooKeeperProcess:
+    def start(self, timeout: float = 30.0, same_port: bool = False) -> ZooKeeperProcess:
+        """Start (again, on the port it had and with its data, when ``same_port``)."""
         if not ZOOKEEPER_JAR.exists():
             raise RuntimeError(f"{ZOOKEEPER_JAR} is missing: `make test` installs Debian's zookeeper package "
                                "(apt-get install zookeeper)")
-        self.port = free_port()
+        if not (same_port and self.port):
+            self.port = free_port()
         data = self.dir / "data"
         data.mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "zoo.cfg"
@@ -80,6 +82,12 @@ class ZooKeeperProcess:
             return self.log_path.read_text(errors="replace")[-4000:]
         except OSError:
             return ""
+
+    def kill(self) -> None:
+        """SIGKILL (a crash: no clean close of its sessions; they are restored when it starts again)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:

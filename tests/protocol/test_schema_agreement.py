@@ -31,12 +31,13 @@ assert _KAFKA is not None and _KAFKA.origin is not None, "kafka-python is a test
 RESOURCES = Path(_KAFKA.origin).parent / "protocol" / "schemas" / "resources"
 
 SERVED = {
-    0: ("Produce", "0-10"), 1: ("Fetch", "4-12"), 2: ("ListOffsets", "0-7"), 3: ("Metadata", "0-13"),
+    0: ("Produce", "0-11"), 1: ("Fetch", "4-17"), 2: ("ListOffsets", "0-9"), 3: ("Metadata", "0-13"),
     8: ("OffsetCommit", "0-9"), 9: ("OffsetFetch", "0-9"), 10: ("FindCoordinator", "0-6"),
     11: ("JoinGroup", "0-9"), 12: ("Heartbeat", "0-4"), 13: ("LeaveGroup", "0-5"),
     14: ("SyncGroup", "0-5"), 15: ("DescribeGroups", "0-6"), 16: ("ListGroups", "0-5"),
     18: ("ApiVersions", "0-4"), 19: ("CreateTopics", "0-7"), 20: ("DeleteTopics", "0-6"),
-    22: ("InitProducerId", "0-4"), 37: ("CreatePartitions", "0-3"), 42: ("DeleteGroups", "0-2"),
+    22: ("InitProducerId", "0-5"), 23: ("OffsetForLeaderEpoch", "2-4"), 37: ("CreatePartitions", "0-3"),
+    42: ("DeleteGroups", "0-2"),
     32: ("DescribeConfigs", "0-4"), 33: ("AlterConfigs", "0-2"), 44: ("IncrementalAlterConfigs", "0-1"),
     47: ("OffsetDelete", "0"),
 }

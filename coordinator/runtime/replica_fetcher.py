@@ -1,0 +1,319 @@
+"""A follower's fetcher for one leader node (Kafka's ``ReplicaFetcherThread`` per source broker).
+
+Rules:
+- One task per leader node, one connection, one request in flight: Fetch v12 with ``replica_id`` = this
+  node's id, ``max_wait_ms`` ``FETCH_WAIT_MS``, at most ``FETCH_MAX_BYTES`` per response and
+  ``PARTITION_MAX_BYTES`` per partition (bounded buffers). A response larger than the request allows is a
+  protocol error (the connection is closed).
+- Each partition is fetched from its log end, which is always durable here: the batches of a response are
+  appended as they are (``PartitionLog.append_as_follower``: CRC and contiguity checked, offsets and leader
+  epochs kept) and every log appended to is fsynced (``FSYNC_THREADS`` at a time), all in one worker-thread
+  call, before the next fetch is sent. So the fetch offset the leader sees is this node's durable end (durable replication).
+- Before a partition's first fetch under a leader epoch it is truncated by leader epoch (KIP-101):
+  OffsetForLeaderEpoch for its latest cached epoch; the log is cut at the smaller of the leader's end offset
+  for that epoch and its own (KIP-279); with no epoch known on either side, at the high watermark the last
+  leader reported (0 when none: the whole log is fetched again). An append that does not meet the log end,
+  or OFFSET_OUT_OF_RANGE, truncates again; OFFSET_OUT_OF_RANGE with the leader's log start past this log's
+  end (retention moved it) empties the log and restarts it there (``PartitionLog.restart_at``).
+- Errors back off (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``); a partition the leader refuses
+  (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) waits for the next view. ``follow``
+  replaces the partition set (a changed epoch marks a partition for truncation); ``stop`` ends the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from coordinator.cluster.state import BrokerInfo, TopicPartition
+from coordinator.runtime.rate_limited_log import RateLimitedLog
+from coordinator.storage.errors import StorageError
+from protocol import codec
+from protocol.errors import ErrorCode, ProtocolError
+from protocol.record_batch import CorruptBatchError
+
+if TYPE_CHECKING:
+    from coordinator.runtime.replication import Replication
+    from coordinator.storage.log import PartitionLog
+
+log = logging.getLogger("groupcoord.replica_fetcher")
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+FETCH_WAIT_MS = 500
+FETCH_MAX_BYTES = 16 << 20
+PARTITION_MAX_BYTES = 1 << 20
+CONNECT_TIMEOUT_S = 5.0
+ANSWER_SLACK_S = 10.0
+BACKOFF_S = 0.05
+MAX_BACKOFF_S = 1.0
+FSYNC_THREADS = 8  # a response's logs are fsynced this many at a time
+REFUSED_WAIT_S = 0.2  # a partition the leader refused is asked again after this (or the next view)
+_SIZE = struct.Struct(">i")
+_MAX_FRAME = FETCH_MAX_BYTES + PARTITION_MAX_BYTES + (1 << 20)
+
+
+@dataclass(slots=True)
+class _Followed:
+    epoch: int
+    truncate: bool = True  # truncate by leader epoch before the next fetch
+    refused_until: float = 0.0
+
+
+class _Connection:
+    def __init__(self, stream: trio.SocketStream, client_id: str) -> None:
+        self.stream = stream
+        self.client_id = client_id
+        self.correlation = 0
+        self._buf = bytearray()
+
+    async def call(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        self.correlation += 1
+        frame = codec.encode_request(api_key, version, self.correlation, self.client_id, body)
+        with trio.fail_after(timeout_s):
+            await self.stream.send_all(frame)
+            size = _SIZE.unpack(await self._read(4))[0]
+            if not 0 < size <= _MAX_FRAME:
+                raise ProtocolError(f"answer of {size} bytes")
+            payload = await self._read(size)
+        corr, answer = codec.decode_response(api_key, version, bytes(payload))
+        if corr != self.correlation:
+            raise ProtocolError(f"correlation id {corr}, expected {self.correlation}")
+        return answer
+
+    async def _read(self, n: int) -> bytearray:
+        buf = self._buf
+        while len(buf) < n:
+            chunk = await self.stream.receive_some(max(65536, n - len(buf)))
+            if not chunk:
+                raise trio.BrokenResourceError("the leader closed the connection")
+            buf += chunk
+        out = buf[:n]
+        del buf[:n]
+        return out
+
+
+class ReplicaFetcher:
+    def __init__(self, replication: Replication, leader: BrokerInfo) -> None:
+        self.replication = replication
+        self.leader = leader
+        self.node_id = replication.node_id
+        self.partitions: dict[TopicPartition, _Followed] = {}
+        self.stopped = False
+        self._changed = trio.Event()
+        self._cancel = trio.CancelScope()
+        self._problems = RateLimitedLog(log, 5.0)
+        self.fetches = 0
+
+    def follow(self, parts: dict[TopicPartition, int]) -> None:
+        """The partitions to fetch from this leader, with their leader epochs."""
+        for tp in [tp for tp in self.partitions if tp not in parts]:
+            del self.partitions[tp]
+        for tp, epoch in parts.items():
+            cur = self.partitions.get(tp)
+            if cur is None or cur.epoch != epoch:
+                self.partitions[tp] = _Followed(epoch)
+            else:
+                cur.refused_until = 0.0
+        self._changed.set()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.partitions.clear()
+        self._cancel.cancel()
+
+    async def run(self) -> None:
+        backoff = BACKOFF_S
+        with self._cancel:
+            while not self.stopped:
+                if not self.partitions:
+                    self._changed = trio.Event()
+                    await self._changed.wait()
+                    continue
+                try:
+                    with trio.fail_after(CONNECT_TIMEOUT_S):
+                        stream = await trio.open_tcp_stream(self.leader.host, self.leader.port)
+                    async with stream:
+                        conn = _Connection(stream, f"replica-{self.node_id}")
+                        while not self.stopped and self.partitions:
+                            await self._truncate(conn)
+                            if await self._fetch(conn):
+                                backoff = BACKOFF_S
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                        ProtocolError) as e:
+                    self._problems.warning("fetching from node %s (%s:%s) failed: %r", self.leader.node_id,
+                                           self.leader.host, self.leader.port, e)
+                    await trio.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    # ---------------------------------------------------------------- truncation (KIP-101)
+    async def _truncate(self, conn: _Connection) -> None:
+        now = trio.current_time()
+        todo = {tp: f for tp, f in self.partitions.items() if f.truncate and f.refused_until <= now}
+        if not todo:
+            return
+        logs = {tp: self.replication.logs.get(tp) for tp in todo}
+        asked: dict[str, list[dict[str, Any]]] = {}
+        for (topic, p), f in todo.items():
+            plog = logs[(topic, p)]
+            if plog is None:
+                continue
+            asked.setdefault(topic, []).append({"partition": p, "current_leader_epoch": f.epoch,
+                                                "leader_epoch": plog.epoch_cache().latest_epoch})
+        if not asked:
+            return
+        body = {"replica_id": self.node_id,
+                "topics": [{"topic": t, "partitions": parts} for t, parts in asked.items()]}
+        answer = await conn.call(23, EPOCH_VERSION, body, CONNECT_TIMEOUT_S + ANSWER_SLACK_S)
+        cuts: list[tuple[PartitionLog, int]] = []
+        for t in answer["topics"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition"])
+                f = todo.get(tp)
+                plog = logs.get(tp)
+                if f is None or plog is None or self.partitions.get(tp) is not f:
+                    continue
+                if p["error_code"]:
+                    self._refused(tp, f, p["error_code"])
+                    continue
+                epoch, end = p["leader_epoch"], p["end_offset"]
+                if epoch < 0 or end < 0:
+                    cut = self.replication.follower_hw.get(tp, 0)
+                else:
+                    mine = plog.epoch_cache().end_offset_for(epoch, plog.log_end_offset)
+                    cut = min(end, mine[1]) if mine[0] == epoch else min(end, plog.log_end_offset)
+                cuts.append((plog, cut))
+                f.truncate = False
+        if cuts:
+            await trio.to_thread.run_sync(_truncate_all, cuts)
+
+    def _refused(self, tp: TopicPartition, f: _Followed, error: int) -> None:
+        f.refused_until = trio.current_time() + REFUSED_WAIT_S
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            f.truncate = True
+        self._problems.warning("node %s refused %s-%s at epoch %d: %s", self.leader.node_id, tp[0], tp[1],
+                               f.epoch, _name(error))
+
+    # ---------------------------------------------------------------- fetching
+    async def _fetch(self, conn: _Connection) -> bool:
+        """One Fetch round; True when the leader answered."""
+        now = trio.current_time()
+        asked: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[TopicPartition, tuple[_Followed, PartitionLog]] = {}
+        for tp, f in self.partitions.items():
+            plog = self.replication.logs.get(tp)
+            if f.truncate or f.refused_until > now or plog is None:
+                continue
+            sent[tp] = (f, plog)
+            asked.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": f.epoch, "fetch_offset": plog.log_end_offset,
+                "last_fetched_epoch": -1, "log_start_offset": plog.log_start_offset,
+                "partition_max_bytes": PARTITION_MAX_BYTES})
+        if not sent:
+            with trio.move_on_after(REFUSED_WAIT_S):
+                self._changed = trio.Event()
+                await self._changed.wait()
+            return False
+        body = {"replica_id": self.node_id, "max_wait_ms": FETCH_WAIT_MS, "min_bytes": 1,
+                "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": parts} for t, parts in asked.items()],
+                "forgotten_topics_data": [], "rack_id": "", "cluster_id": None}
+        answer = await conn.call(1, FETCH_VERSION, body, FETCH_WAIT_MS / 1000 + ANSWER_SLACK_S)
+        self.fetches += 1
+        appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]] = []
+        restarts: list[tuple[PartitionLog, int]] = []
+        for t in answer["responses"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition_index"])
+                got = sent.get(tp)
+                if got is None or self.partitions.get(tp) is not got[0]:
+                    continue  # not asked, or re-followed meanwhile
+                if p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE and p["log_start_offset"] > got[1].log_end_offset:
+                    restarts.append((got[1], p["log_start_offset"]))  # behind the leader's log start
+                    continue
+                if p["error_code"]:
+                    self._refused(tp, got[0], p["error_code"])
+                    continue
+                self.replication.follower_hw[tp] = p["high_watermark"]
+                if p["records"]:
+                    appends.append((tp, got[1], p["records"], got[0]))
+        if restarts:
+            await trio.to_thread.run_sync(_restart_all, restarts)
+        if appends:
+            failed = await trio.to_thread.run_sync(_append_all, appends, self.partitions)
+            for tp, why in failed:
+                f = self.partitions.get(tp)
+                if f is not None:
+                    f.truncate = True
+                self._problems.warning("follower append to %s-%s failed (%s); truncating by epoch again",
+                                       tp[0], tp[1], why)
+        return True
+
+
+def _append_all(appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]],
+                followed: dict[TopicPartition, _Followed]) -> list[tuple[TopicPartition, str]]:
+    """Worker thread: append each partition's batches as a follower, then fsync every log appended to. A
+    partition no longer followed as it was when the fetch was sent (this node leads it now, or follows
+    another epoch) is skipped (a dict lookup: atomic under the GIL)."""
+    failed: list[tuple[TopicPartition, str]] = []
+    touched = []
+    for tp, plog, data, f in appends:
+        if followed.get(tp) is not f:
+            continue
+        try:
+            if plog.append_as_follower(data) is not None:
+                touched.append(plog)
+        except (CorruptBatchError, StorageError, OSError) as e:
+            failed.append((tp, str(e)))
+    if len(touched) <= 1:
+        results = [_flush(plog) for plog in touched]
+    else:  # the fsyncs of many logs in parallel: the file system batches them into fewer journal commits
+        results = list(_pool().map(_flush, touched))
+    failed += [(("?", -1), f"fsync of {plog.directory}: {e}") for plog, e in zip(touched, results) if e is not None]
+    return failed
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(FSYNC_THREADS, thread_name_prefix="follower-fsync")
+    return _POOL
+
+
+def _flush(plog: PartitionLog) -> Exception | None:
+    try:
+        plog.flush()
+    except (StorageError, OSError) as e:
+        return e
+    return None
+
+
+def _restart_all(restarts: list[tuple[PartitionLog, int]]) -> None:
+    for plog, offset in restarts:
+        try:
+            plog.restart_at(offset)
+        except (StorageError, OSError) as e:
+            log.error("restarting %s at %d failed: %s", plog.directory, offset, e)
+
+
+def _truncate_all(cuts: list[tuple[PartitionLog, int]]) -> None:
+    for plog, offset in cuts:
+        try:
+            plog.truncate_to(offset)
+        except (StorageError, OSError) as e:
+            log.error("truncating %s to %d failed: %s", plog.directory, offset, e)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

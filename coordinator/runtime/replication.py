@@ -1,0 +1,545 @@
+"""Replication in cluster mode (issue #20): leaders track followers, advance the high watermark, keep the
+ISR in ZooKeeper, and release acknowledgements; followers fetch (``replica_fetcher``).
+
+Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durable replication):
+- ``on_view`` (called by the member on every published view, before groups follow leadership) makes this
+  node the leader of each partition whose state names it (its log stamps the leader epoch into what it
+  appends; the epoch starts at the log end in the leader-epoch cache) and a follower of the others it is a
+  replica of (one ``ReplicaFetcher`` per leader node; a partition whose leader or epoch changed is truncated
+  by leader epoch before its next fetch). A leader whose epoch moves on (the controller shrank the ISR for a
+  dead broker) keeps its followers' progress and its waiting acknowledgements.
+- Follower fetches (Fetch with replica_id >= 0) are served here: leader epoch checked (older:
+  FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH), the fetch offset taken as the follower's durable end
+  (``replica_state``), data sent up to the leader's log end (as Kafka: followers fsync while the leader
+  does; the high watermark still waits for the leader's own fsync), and the high watermark returned. A
+  fetch with nothing to send waits (``max_wait_ms``) until something is appended (``notify_append``).
+- High watermark: the least durable end over the ISR (``replica_state.LeaderReplicaState.advance``), moved
+  on every follower fetch and every local fsync the services report (``when_replicated``/``notify_local``).
+  Consumers (Fetch replica_id -1) read below it.
+- Acknowledgements (``when_replicated``, and ``staging`` for the group commit): answered once the high
+  watermark covers the write and the ISR has ``min.insync.replicas`` members (capped at the replica count);
+  when the high watermark covers it with fewer, NOT_ENOUGH_REPLICAS_AFTER_APPEND (produce) /
+  COORDINATOR_NOT_AVAILABLE (commits: Kafka's GroupMetadataManager maps both); past their timeout,
+  REQUEST_TIMED_OUT / COORDINATOR_NOT_AVAILABLE; a lost leadership NOT_LEADER_OR_FOLLOWER / NOT_COORDINATOR.
+  The errors are ``ReplicationError``s carrying both codes; the services pick theirs.
+- Fencing: while the ZooKeeper session is SUSPENDED nothing is acknowledged (acks=1 included: waiters
+  wait, and time out if it lasts); session LOST, or leaving the cluster, gives up every leadership (the
+  member publishes an empty view) and fails the waiters.
+- ISR: every ``ISR_CHECK_S`` (and at once when a follower catches up) each led partition's ISR change is
+  written to its state znode with a version check (``ZkStore.update_isr``); a lost check fences the
+  partition (it answers NOT_LEADER_OR_FOLLOWER, its waiters fail) until a view brings a new state.
+- Nothing here runs in single-node mode: the broker creates it only when ``zookeeper.connect`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from coordinator.cluster.replica_state import LeaderReplicaState
+from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState, TopicPartition
+from coordinator.cluster.zk import ZkError
+from coordinator.runtime.rate_limited_log import RateLimitedLog
+from coordinator.runtime.replica_fetcher import ReplicaFetcher
+from coordinator.storage.errors import StorageError
+from coordinator.storage.leader_epochs import UNDEFINED
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.cluster.member import ClusterMember
+    from coordinator.runtime.connection import Slot
+    from coordinator.storage.log import PartitionLog
+    from protocol.codec import Request
+
+log = logging.getLogger("groupcoord.replication")
+
+ISR_CHECK_S = 0.25
+TIMEOUT_CHECK_S = 0.1
+APPEND_CHECKS = 4  # a woken follower fetch looks this many times (one scheduling pass apart) for new data
+Callback = Callable[[Exception | None], None]
+OpenLog = Callable[[str, int], "PartitionLog | None"]
+
+
+class ReplicationError(Exception):
+    """Why a write was not acknowledged: the produce error code and the commit error code to answer."""
+
+    def __init__(self, message: str, produce_error: int, commit_error: int) -> None:
+        super().__init__(message)
+        self.produce_error = produce_error
+        self.commit_error = commit_error
+
+
+def not_leader(tp: TopicPartition) -> ReplicationError:
+    return ReplicationError(f"no longer the leader of {tp[0]}-{tp[1]}", ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                            ErrorCode.NOT_COORDINATOR)
+
+
+def not_enough_replicas(tp: TopicPartition, isr: int, needed: int) -> ReplicationError:
+    return ReplicationError(f"{tp[0]}-{tp[1]}: {isr} in-sync replicas, {needed} needed",
+                            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+def timed_out(tp: TopicPartition) -> ReplicationError:
+    return ReplicationError(f"{tp[0]}-{tp[1]}: not replicated in time", ErrorCode.REQUEST_TIMED_OUT,
+                            ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+@dataclass(slots=True)
+class _Waiter:
+    required: int  # the high watermark that covers the write (its last offset + 1)
+    deadline: float  # trio time
+    callback: Callback
+
+
+class Replication:
+    def __init__(self, config: Any, member: ClusterMember, open_log: OpenLog,
+                 wake_consumers: Callable[[], None], min_isr_of: Callable[[str], int] | None = None,
+                 on_lead: Callable[[PartitionLog], None] = lambda _plog: None) -> None:
+        self.node_id: int = config["node.id"]
+        self.min_isr: int = config["min.insync.replicas"]
+        # a topic's min.insync.replicas (its override, else the server's)
+        self.min_isr_of: Callable[[str], int] = min_isr_of or (lambda _topic: self.min_isr)
+        self.on_lead = on_lead  # a log this node starts leading (caches built from its tail are dropped)
+        self.lag_max_ms: int = config["replica.lag.time.max.ms"]
+        self.member = member
+        self.open_log = open_log
+        self.wake_consumers = wake_consumers
+        self.leaders: dict[TopicPartition, LeaderReplicaState] = {}
+        self.fenced: set[TopicPartition] = set()  # lost an ISR version check: not leading until a new state
+        self._fenced_epochs: dict[TopicPartition, int] = {}
+        self.logs: dict[TopicPartition, PartitionLog] = {}  # led or followed partitions' logs
+        self._tp_of: dict[PartitionLog, TopicPartition] = {}
+        self._isr_versions: dict[TopicPartition, int] = {}  # state znode version we know for a led partition
+        self._controller_epochs: dict[TopicPartition, int] = {}
+        self.follower_hw: dict[TopicPartition, int] = {}  # high watermark a leader told this follower
+        self.following: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (leader, leader epoch)
+        self._waiters: dict[TopicPartition, deque[_Waiter]] = {}
+        self.local_advanced = trio.Event()  # a leader's durable end moved: follower fetches look again
+        self._isr_wake = trio.Event()
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetchers_changed = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._problems = RateLimitedLog(log, 5.0)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.suspended = False  # the ZooKeeper session is SUSPENDED: nothing is acknowledged
+        member.on_replicas = self.on_view
+        member.on_suspended = self.set_suspended
+
+    # ---------------------------------------------------------------- following the view
+    def on_view(self, view: ClusterView) -> None:
+        me = self.node_id
+        seen: set[TopicPartition] = set()
+        wanted: dict[int, dict[TopicPartition, int]] = {}  # leader node -> tp -> leader epoch
+        for topic, parts in view.assignments.items():
+            for p, replicas in parts.items():
+                if me not in replicas:
+                    continue
+                tp = (topic, p)
+                st = view.states.get(tp)
+                if st is None:
+                    continue
+                try:
+                    plog = self.open_log(topic, p)
+                except (StorageError, OSError) as e:
+                    self._problems.error("cannot open the log of %s-%s: %s", topic, p, e)
+                    continue
+                if plog is None:
+                    continue
+                seen.add(tp)
+                self.logs[tp] = plog
+                self._tp_of[plog] = tp
+                if st.leader == me and me in view.brokers:
+                    self._lead(tp, plog, st, replicas, view)
+                elif st.leader in view.brokers:
+                    self._stop_leading(tp)
+                    wanted.setdefault(st.leader, {})[tp] = st.leader_epoch
+                    self.following[tp] = (st.leader, st.leader_epoch)
+                else:
+                    self._stop_leading(tp)
+                    self.following.pop(tp, None)
+        for tp in [tp for tp in self.leaders if tp not in seen]:
+            self._stop_leading(tp)
+        for tp in [tp for tp in self.following if tp not in seen]:
+            del self.following[tp]
+        for tp in [tp for tp in self.logs if tp not in seen]:  # deleted topics: forget their logs
+            self._tp_of.pop(self.logs.pop(tp), None)
+            self.follower_hw.pop(tp, None)
+        self._set_fetchers(view.brokers, wanted)
+
+    def _lead(self, tp: TopicPartition, plog: PartitionLog, st: PartitionState, replicas: tuple[int, ...],
+              view: ClusterView) -> None:
+        version = self.member.state_versions.get(tp, -1)
+        cur = self.leaders.get(tp)
+        if tp in self.fenced:
+            if self._fenced_epochs.get(tp) == st.leader_epoch and version <= self._isr_versions.get(tp, -1):
+                return  # still the state whose version check we lost
+            self.fenced.discard(tp)
+        self.following.pop(tp, None)
+        if cur is not None and cur.leader_epoch == st.leader_epoch:
+            if version > self._isr_versions.get(tp, -1):  # a newer state than the one we wrote
+                cur.isr, cur.replicas = st.isr, replicas
+                self._isr_versions[tp] = version
+                self._controller_epochs[tp] = st.controller_epoch
+            return
+        now = _now_ms()
+        try:
+            plog.become_leader(st.leader_epoch)
+        except StorageError as e:
+            self._problems.error("cannot lead %s-%s: %s", tp[0], tp[1], e)
+            return
+        hw = min(self.follower_hw.get(tp, plog.log_start_offset), plog.high_watermark)
+        fresh = LeaderReplicaState(self.node_id, st.leader_epoch, replicas, st.isr,
+                                   cur.high_watermark if cur is not None else hw, plog.log_end_offset, now)
+        if cur is not None:  # a new epoch of our own leadership (the controller shrank the ISR)
+            for r, f in cur.followers.items():
+                if r in fresh.followers:
+                    fresh.followers[r] = f
+        else:
+            self.on_lead(plog)
+            log.info("leading %s-%s at epoch %d (ISR %s, log end %d)", tp[0], tp[1], st.leader_epoch,
+                     list(st.isr), plog.log_end_offset)
+        self.leaders[tp] = fresh
+        self._isr_versions[tp] = version
+        self._controller_epochs[tp] = st.controller_epoch
+        self._advance(tp, fresh, plog)
+
+    def _stop_leading(self, tp: TopicPartition, fenced_epoch: int | None = None) -> None:
+        st = self.leaders.pop(tp, None)
+        if st is None:
+            return
+        plog = self.logs.get(tp)
+        if plog is not None:
+            plog.become_follower()
+        if fenced_epoch is not None:
+            self.fenced.add(tp)
+            self._fenced_epochs[tp] = fenced_epoch
+        log.info("no longer leading %s-%s (epoch %d)%s", tp[0], tp[1], st.leader_epoch,
+                 ": the ISR version check was lost" if fenced_epoch is not None else "")
+        waiters = self._waiters.pop(tp, None)
+        for w in waiters or ():
+            _call(w.callback, not_leader(tp))
+
+    def _set_fetchers(self, brokers: dict[int, BrokerInfo], wanted: dict[int, dict[TopicPartition, int]]) -> None:
+        for node, fetcher in list(self.fetchers.items()):
+            info = brokers.get(node)
+            if node not in wanted or info is None or (info.host, info.port) != (fetcher.leader.host,
+                                                                                fetcher.leader.port):
+                fetcher.stop()
+                del self.fetchers[node]
+        for node, parts in wanted.items():
+            fetcher = self.fetchers.get(node)
+            if fetcher is None:
+                fetcher = self.fetchers[node] = ReplicaFetcher(self, brokers[node])
+                self._fetchers_changed.set()
+            fetcher.follow(parts)
+
+    # ---------------------------------------------------------------- background
+    async def run(self) -> None:
+        """Fetcher tasks (one per leader node), the ISR checker and the acknowledgement timeouts."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._isr_loop)
+            nursery.start_soon(self._timeout_loop)
+            started: set[ReplicaFetcher] = set()
+            while True:
+                for fetcher in list(self.fetchers.values()):
+                    if fetcher not in started:
+                        started.add(fetcher)
+                        nursery.start_soon(fetcher.run)
+                started = {f for f in started if not f.stopped}
+                await self._fetchers_changed.wait()
+                self._fetchers_changed = trio.Event()
+
+    async def _isr_loop(self) -> None:
+        while True:
+            with trio.move_on_after(ISR_CHECK_S):
+                await self._isr_wake.wait()
+            self._isr_wake = trio.Event()
+            now = _now_ms()
+            live = set(self.member.view.brokers)
+            for tp, st in list(self.leaders.items()):
+                plog = self.logs.get(tp)
+                if plog is None or tp in self.fenced:
+                    continue
+                new = st.isr_change(plog.log_end_offset, now, self.lag_max_ms, live)
+                if new is not None:
+                    await self._write_isr(tp, st, new)
+
+    async def _write_isr(self, tp: TopicPartition, st: LeaderReplicaState, isr: tuple[int, ...]) -> None:
+        st.pending_isr = isr
+        state = PartitionState(self.node_id, st.leader_epoch, isr, self._controller_epochs.get(tp, 0))
+        try:
+            version = await self.member.zk.update_isr(tp, state, self._isr_versions.get(tp, -1))
+        except ZkError as e:
+            self._problems.warning("ISR update of %s-%s failed: %s", tp[0], tp[1], e)
+            st.pending_isr = None
+            return
+        if self.leaders.get(tp) is not st:  # leadership changed meanwhile
+            return
+        if version is None:
+            self._stop_leading(tp, fenced_epoch=st.leader_epoch)
+            return
+        shrunk = len(isr) < len(st.isr)
+        log.info("ISR of %s-%s %s: %s -> %s", tp[0], tp[1], "shrunk" if shrunk else "expanded", list(st.isr),
+                 list(isr))
+        if shrunk:
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
+        st.isr_written(isr, _now_ms())
+        self._isr_versions[tp] = version
+        plog = self.logs.get(tp)
+        if plog is not None:
+            self._advance(tp, st, plog)
+
+    async def _timeout_loop(self) -> None:
+        while True:
+            await trio.sleep(TIMEOUT_CHECK_S)
+            now = trio.current_time()
+            for tp, waiters in list(self._waiters.items()):
+                if any(w.deadline <= now for w in waiters):  # timeouts differ (Produce's own): look at all
+                    expired = [w for w in waiters if w.deadline <= now]
+                    self._waiters[tp] = waiters = deque(w for w in waiters if w.deadline > now)
+                    for w in expired:
+                        _call(w.callback, timed_out(tp))
+                if not waiters:
+                    self._waiters.pop(tp, None)
+
+    # ---------------------------------------------------------------- high watermark and acknowledgements
+    def set_suspended(self, suspended: bool) -> None:
+        """SUSPENDED: stop acknowledging at once (waiters wait; they time out if it lasts); CONNECTED: go on."""
+        if suspended == self.suspended:
+            return
+        self.suspended = suspended
+        log.warning("ZooKeeper session %s: %s", "SUSPENDED" if suspended else "back",
+                    "acknowledging nothing until it is back" if suspended else "acknowledging again")
+        if not suspended:
+            for tp, st in list(self.leaders.items()):
+                self._release(tp, st)
+
+    def _advance(self, tp: TopicPartition, st: LeaderReplicaState, plog: PartitionLog) -> None:
+        if st.advance(plog.high_watermark):
+            self._release(tp, st)
+            self.wake_consumers()
+
+    def _release(self, tp: TopicPartition, st: LeaderReplicaState) -> None:
+        waiters = self._waiters.get(tp)
+        if not waiters or self.suspended:
+            return
+        hw = st.high_watermark
+        ready = [w for w in waiters if w.required <= hw]  # (acks=1's 0 may follow others after a suspension)
+        if not ready:
+            return
+        ok = st.acks_ok(self.min_isr_of(tp[0]))
+        if len(ready) == len(waiters):
+            waiters.clear()
+        else:
+            self._waiters[tp] = deque(w for w in waiters if w.required > hw)
+        for w in ready:  # in the order they were written
+            _call(w.callback, None if ok or w.required <= 0 else
+                  not_enough_replicas(tp, len(st.isr), self.needed(tp, st)))
+
+    def needed(self, tp: TopicPartition, st: LeaderReplicaState) -> int:
+        return min(self.min_isr_of(tp[0]), len(st.replicas))
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """What consumers may read below: the replicated high watermark where this node leads."""
+        st = self.leaders.get((topic, partition))
+        return st.high_watermark if st is not None else 0
+
+    def can_acknowledge(self, topic: str, partition: int) -> int:
+        """0, or the produce error refusing an acks=all write before it is appended (Kafka's
+        NOT_ENOUGH_REPLICAS check in ``Partition.appendRecordsToLeader``)."""
+        tp = (topic, partition)
+        st = self.leaders.get(tp)
+        if st is None or tp in self.fenced:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if not st.acks_ok(self.min_isr_of(topic)):
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return 0
+
+    def notify_append(self) -> None:
+        """Something was (or is about to be) appended to a led log: waiting follower fetches look again."""
+        self.local_advanced.set()
+        self.local_advanced = trio.Event()
+
+    def notify_local(self, plog: PartitionLog) -> None:
+        """The leader's own fsync moved this log's durable end: the HW may move, and what was appended is
+        surely there for the followers (a fetch woken at stage time may have looked too early)."""
+        self.notify_append()
+        tp = self._tp_of.get(plog)
+        st = self.leaders.get(tp) if tp is not None else None
+        if st is not None and tp is not None:
+            self._advance(tp, st, plog)
+
+    def when_replicated(self, plog: PartitionLog, required: int, timeout_s: float, callback: Callback) -> None:
+        """``callback(None)`` once the high watermark reaches ``required`` with enough in-sync replicas, else
+        ``callback(ReplicationError)``; call it after the leader's own fsync covered the write. ``required``
+        0 (acks=1) waits for nothing but a live session and this node's leadership."""
+        tp = self._tp_of.get(plog)
+        st = self.leaders.get(tp) if tp is not None else None
+        if tp is None or st is None or tp in self.fenced:
+            _call(callback, not_leader(tp or (plog.name, -1)))
+            return
+        self.notify_local(plog)
+        if required <= 0 and not self.suspended:
+            _call(callback, None)
+            return
+        if st.high_watermark >= required and not self.suspended:
+            _call(callback, None if st.acks_ok(self.min_isr_of(tp[0])) else
+                  not_enough_replicas(tp, len(st.isr), self.needed(tp, st)))
+            return
+        waiters = self._waiters.get(tp)
+        if waiters is None:
+            waiters = self._waiters[tp] = deque()
+        waiters.append(_Waiter(required, trio.current_time() + timeout_s, callback))
+
+    def staging(self, stage: Callable[[PartitionLog, list[Any], Callback], None], timeout_s: float
+                ) -> Callable[[PartitionLog, list[Any], Callback], None]:
+        """The group commit's ``stage`` with its callback deferred until the write is replicated: when the
+        local fsync covering the batch has been noted (``note_durable`` comes before the callbacks), the log's
+        durable end is the offset to wait for (it covers the batch; it may cover later writes too, which only
+        waits a little longer)."""
+        def replicated_stage(plog: PartitionLog, records: list[Any], callback: Callback) -> None:
+            def durable(err: Exception | None) -> None:
+                if err is not None:
+                    callback(err)
+                else:
+                    self.when_replicated(plog, plog.high_watermark, timeout_s, callback)
+            stage(plog, records, durable)
+            self.notify_append()  # the group commit appends it at its next round: fetches look again soon
+        return replicated_stage
+
+    # ---------------------------------------------------------------- serving followers
+    def handle_fetch(self, req: Request, slot: Slot, nursery: trio.Nursery) -> None:
+        body = req.body
+        woken = self.local_advanced
+        resp, size, error = self._serve_fetch(body)
+        if size or error or body["max_wait_ms"] <= 0:
+            slot.complete(resp)
+            return
+        nursery.start_soon(self._fetch_wait, body, slot, trio.current_time() + body["max_wait_ms"] / 1000, woken)
+
+    async def _fetch_wait(self, body: dict[str, Any], slot: Slot, deadline: float, woken: trio.Event) -> None:
+        try:
+            with trio.move_on_at(deadline):
+                while not slot.conn.closed:
+                    await woken.wait()
+                    woken = self.local_advanced
+                    for _ in range(APPEND_CHECKS):  # woken at stage time: the group commit appends very soon
+                        resp, size, error = self._serve_fetch(body)
+                        if size or error:
+                            slot.complete(resp)
+                            return
+                        await trio.sleep(0)
+            if not slot.done:
+                slot.complete(self._serve_fetch(body)[0])
+        except Exception:  # runs in the connections' nursery: a bug here must not take the server down
+            log.exception("delayed follower fetch failed")
+            slot.conn.closed = True
+            slot.complete(None)
+
+    def _serve_fetch(self, body: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
+        replica = body["replica_id"]
+        now = _now_ms()
+        budget = body.get("max_bytes", 0x7FFFFFFF)
+        total, any_error = 0, False
+        out = []
+        for t in body["topics"]:
+            name = t["topic"]
+            parts = []
+            for p in t["partitions"]:
+                res: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
+                                       "last_stable_offset": -1, "log_start_offset": -1,
+                                       "aborted_transactions": None, "preferred_read_replica": -1,
+                                       "records": b""}
+                parts.append(res)
+                tp = (name, p["partition"])
+                st = self.leaders.get(tp)
+                plog = self.logs.get(tp)
+                error = self._fence(tp, st, p.get("current_leader_epoch", -1))
+                if not error and (st is None or replica not in st.followers or plog is None):
+                    error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if error:
+                    res["error_code"] = error
+                    any_error = True
+                    continue
+                assert st is not None and plog is not None
+                offset = p["fetch_offset"]
+                leader_end = plog.log_end_offset  # followers fetch all it has; the HW waits for its own fsync
+                if offset < plog.log_start_offset or offset > plog.log_end_offset:
+                    res.update(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=st.high_watermark,
+                               log_start_offset=plog.log_start_offset)
+                    any_error = True
+                    continue
+                in_isr = replica in st.isr
+                st.on_fetch(replica, offset, leader_end, now)
+                if st.advance(plog.high_watermark):
+                    self._release(tp, st)
+                    self.wake_consumers()
+                if not in_isr and offset >= st.high_watermark:
+                    self._isr_wake.set()
+                res.update(high_watermark=st.high_watermark, last_stable_offset=st.high_watermark,
+                           log_start_offset=plog.log_start_offset)
+                if offset >= leader_end or (budget <= 0 and total > 0):
+                    continue
+                try:
+                    data = plog.read(offset, min(p["partition_max_bytes"], max(budget, 1)), upper_bound=leader_end)
+                except (StorageError, OSError):
+                    res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                    any_error = True
+                    continue
+                res["records"] = data
+                total += len(data)
+                budget -= len(data)
+            out.append({"topic": name, "partitions": parts})
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": out}, total, any_error
+
+    def _fence(self, tp: TopicPartition, st: LeaderReplicaState | None, epoch: int) -> int:
+        if st is None or tp in self.fenced:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER if tp in self.logs or tp in self.fenced \
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if epoch != -1 and epoch < st.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if epoch > st.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return 0
+
+    # ---------------------------------------------------------------- OffsetForLeaderEpoch (23)
+    def handle_offset_for_leader_epoch(self, req: Request, slot: Slot) -> None:
+        out = []
+        for t in req.body["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition"])
+                res = {"error_code": 0, "partition": p["partition"], "leader_epoch": UNDEFINED[0],
+                       "end_offset": UNDEFINED[1]}
+                parts.append(res)
+                st = self.leaders.get(tp)
+                error = self._fence(tp, st, p.get("current_leader_epoch", -1))
+                plog = self.logs.get(tp)
+                if error or plog is None:
+                    res["error_code"] = error or ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    continue
+                res["leader_epoch"], res["end_offset"] = plog.epoch_cache().end_offset_for(
+                    p["leader_epoch"], plog.log_end_offset)
+            out.append({"topic": t["topic"], "partitions": parts})
+        slot.complete({"throttle_time_ms": 0, "topics": out})
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _call(callback: Callback, error: Exception | None) -> None:
+    try:
+        callback(error)
+    except Exception:
+        log.exception("an acknowledgement callback failed")
