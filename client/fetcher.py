@@ -46,7 +46,8 @@ from client.errors import (
 )
 from client.offsets import LIST_OFFSETS, RESET_POLICIES, Positions, list_offsets_body, parse_list_offsets
 from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, decode_batch, split_batches
+from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, split_batches
+from protocol.record_reader import records as records_of  # decode_batch's result, via the C reader
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ class PartitionRecords:
             if attrs & CONTROL_MASK:
                 self.fetch_offset = max(self.fetch_offset, end)
                 continue
-            _, records = decode_batch(batch, verify_crc=self._check_crcs)
+            _, records = records_of(batch, verify_crc=self._check_crcs)
             ts_type = 1 if attrs & TIMESTAMP_TYPE_MASK else 0
             first = self.fetch_offset
             new = tuple.__new__

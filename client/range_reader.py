@@ -45,9 +45,9 @@ from protocol.record_batch import (
     HEADER,
     TIMESTAMP_TYPE_MASK,
     Record,
-    decode_batch,
     split_batches,
 )
+from protocol.record_reader import records as records_of  # decode_batch's result, via the C reader
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class RangeReader:
                 base, _, _, _, _, attrs, last_delta, *_ = HEADER.unpack_from(batch, 0)
                 if base + last_delta < first or attrs & CONTROL_MASK:
                     continue
-                _, records = decode_batch(batch, verify_crc=self.check_crcs)
+                _, records = records_of(batch, verify_crc=self.check_crcs)
                 if records[0].offset < first or records[-1].offset >= end:
                     records = [r for r in records if first <= r.offset < end]
                 if records:

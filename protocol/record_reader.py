@@ -1,6 +1,6 @@
 """Fast reading of record batches: aiokafka's Cython record reader when it is installed (a dependency), else
 ours (``protocol.record_batch``), for the server's paths that read every record of large amounts of data
-(produce validation, compaction).
+(produce validation, compaction), and for our client's consumers (``records``).
 
 Rules:
 - ``c_reader()`` is aiokafka's ``DefaultRecordBatch`` (looked up once) or None.
@@ -10,6 +10,10 @@ Rules:
 - ``key_values(batch)``: the header and each record's (key, value), in order, CRC not checked; the C reader
   first, and on anything it refuses our decoder decides (it raises ``CorruptBatchError`` with the reason).
   Same result either way for a well-formed batch (tests compare them).
+- ``records(batch, verify_crc=...)``: ``record_batch.decode_batch``'s result (header, ``Record`` list with
+  absolute offsets and timestamps, headers as tuples), ~5x faster through the C reader. The batch is checked
+  as ``decode_batch`` checks it (CRC when asked, declared size); anything the C reader refuses or miscounts
+  goes to ``decode_batch``, which decides and explains. Same result for a well-formed batch (tests compare).
 """
 
 from __future__ import annotations
@@ -20,9 +24,13 @@ from protocol.record_batch import (
     HEADER_SIZE,
     BatchHeader,
     Compression,
+    CorruptBatchError,
+    Record,
     _decompress,
+    decode_batch,
     decode_batch_key_values,
     parse_header,
+    validate_batch,
 )
 
 _C_READER: object = None  # aiokafka's Cython DefaultRecordBatch once looked up; False: not installed
@@ -66,3 +74,26 @@ def key_values(batch: bytes | memoryview, max_decompressed: int = DEFAULT_MAX_DE
         except Exception:  # refused, or a codec error: ours decides below and says why
             pass
     return decode_batch_key_values(batch, verify_crc=False, max_decompressed=max_decompressed)
+
+
+def records(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True,
+            max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[BatchHeader, list[Record]]:
+    reader = c_reader()
+    if reader is not None:
+        try:
+            header = validate_batch(batch) if verify_crc else parse_header(batch)
+            if header.size != len(batch):
+                raise CorruptBatchError("size")  # decode_batch below says how
+            if header.compression == Compression.NONE:
+                buf = uncompressed(batch)
+            else:
+                buf = uncompressed(batch, _decompress(header.compression, bytes(batch[HEADER_SIZE:]),
+                                                      max_decompressed))
+            new = tuple.__new__
+            out = [new(Record, (r.offset, r.timestamp, r.key, r.value, tuple(h) if (h := r.headers) else ()))
+                   for r in reader(buf)]
+            if len(out) == header.record_count:
+                return header, out
+        except Exception:  # refused, or a codec error: ours decides below and says why
+            pass
+    return decode_batch(batch, verify_crc=verify_crc, max_decompressed=max_decompressed)
