@@ -9,12 +9,27 @@ Rules:
 - Request counts and latency histograms are plain per-API integer lists on the request path (one dict
   lookup, one bisect, two adds: prometheus-client's locked children cost more than a whole hot-path
   request) and are exported at scrape time, from a copy, with +Inf equal to the count of observations.
+- Cluster metrics (issue #20) come from a callback the replication layer installs (``cluster.source``) and
+  are computed at scrape time. In single-node mode there is none and they are ABSENT, not 0: a node with
+  no replicas has no replication health to report, and a 0 would read as "checked, all in sync". In
+  cluster mode every series is always there (0 included), so dashboards have data:
+  ``groupcoord_under_replicated_partitions`` (led partitions whose ISR is smaller than their replicas,
+  Kafka's UnderReplicatedPartitions), ``groupcoord_offline_partitions`` (partitions with no live leader,
+  counted by the controller, 0 on other nodes: sum over nodes), ``groupcoord_active_controllers`` (1 on
+  the controller, else 0: the sum over nodes is 1), ``groupcoord_isr_shrinks_total`` /
+  ``groupcoord_isr_expands_total`` (changes of a led partition's ISR), ``groupcoord_leader_elections_total``
+  (leaders this node elected as controller), ``groupcoord_controller_changes_total`` (controller changes
+  this node saw), and ``groupcoord_replication_lag_messages{topic,partition,follower}`` (offsets each
+  follower of a partition this node leads is behind its log end). Lag labels are bounded by the
+  partitions this node leads times their replicas: topics exist only once created in the cluster, never
+  from what a request merely names.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -48,6 +63,38 @@ class _GroupCollector:
         yield g
         yield GaugeMetricFamily("groupcoord_group_members", "Members of all groups.",
                                 value=self.members() if self.members else 0)
+
+
+class _ClusterCollector:
+    """Replication and controller metrics; nothing at all while ``source`` is None (single-node mode)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], dict[str, Any]] | None = None
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        if self.source is None:
+            return
+        s = self.source()
+        yield GaugeMetricFamily("groupcoord_under_replicated_partitions", "Partitions this node leads whose "
+                                "ISR is smaller than their replica set.", value=s["under_replicated"])
+        yield GaugeMetricFamily("groupcoord_offline_partitions", "Partitions with no live leader (counted by "
+                                "the controller; 0 on other nodes).", value=s["offline"])
+        yield GaugeMetricFamily("groupcoord_active_controllers", "1 on the cluster's controller, else 0.",
+                                value=s["controller"])
+        yield CounterMetricFamily("groupcoord_isr_shrinks", "ISR changes of a partition this node leads "
+                                  "that removed a replica.", value=s["isr_shrinks"])
+        yield CounterMetricFamily("groupcoord_isr_expands", "ISR changes of a partition this node leads "
+                                  "that added a replica.", value=s["isr_expands"])
+        yield CounterMetricFamily("groupcoord_leader_elections", "Partition leaders elected by this node as "
+                                  "controller (first leaders, failovers, controlled-shutdown moves).",
+                                  value=s["leader_elections"])
+        yield CounterMetricFamily("groupcoord_controller_changes", "Controller changes this node saw.",
+                                  value=s["controller_changes"])
+        g = GaugeMetricFamily("groupcoord_replication_lag_messages", "Offsets a follower is behind the log "
+                              "end of a partition this node leads.", labels=["topic", "partition", "follower"])
+        for topic, partition, follower, lag in s["lag"]:
+            g.add_metric([topic, str(partition), str(follower)], lag)
+        yield g
 
 
 class _RequestCollector:
@@ -110,6 +157,8 @@ class Metrics:
                                       "partition at startup.", buckets=_LATENCY_BUCKETS, registry=r)
         self.groups = _GroupCollector()
         r.register(self.groups)  # type: ignore[arg-type]
+        self.cluster = _ClusterCollector()
+        r.register(self.cluster)  # type: ignore[arg-type]
         self._http = None
 
     def request_started(self, api_key: int, n: int = 1) -> None:

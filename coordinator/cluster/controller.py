@@ -13,6 +13,9 @@ Rules:
   controller deletes the topic's znodes, config and request in one fenced transaction (no StopReplica
   round: each node deletes its local logs when the topic leaves its view). Topics awaiting deletion get no
   leader elections.
+- ``leader_elections`` counts the partition states written whose leader differs from the one before
+  (a first leader, a failover, a move at controlled shutdown), never an ISR-only change (metrics:
+  ``groupcoord_leader_elections_total``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Controller:
     epoch: int
     epoch_version: int  # /controller_epoch's znode version right after this controller's election
     fenced: bool = False
+    leader_elections: int = 0
 
     def holds(self, snap: Snapshot, session_id: int | None) -> bool:
         return (not self.fenced and session_id is not None and snap.controller_owner == session_id
@@ -57,7 +61,12 @@ class Controller:
         writes = reconcile(assignments, view.states, set(view.brokers), self.epoch, unclean)
         if not writes:
             return 0
-        written, fenced = await zk.write_states(writes, snap.state_versions, self.epoch_version)
+        done: set[tuple[str, int]] = set()
+        written, fenced = await zk.write_states(writes, snap.state_versions, self.epoch_version, done)
+        for tp in done:
+            before = view.states.get(tp)
+            if writes[tp].leader >= 0 and (before is None or before.leader != writes[tp].leader):
+                self.leader_elections += 1
         if fenced:
             self.fenced = True
             log.warning("controller %s (epoch %s) was fenced by a newer controller", self.node_id, self.epoch)

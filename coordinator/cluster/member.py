@@ -24,6 +24,10 @@ Rules:
   of every user topic it has not seen yet, then calls ``on_topics(view, configs)`` (the runtime creates and
   deletes local logs) BEFORE ``on_leadership``, so a node never leads a partition it has no log for.
   ``view_changed`` is set on every publish (CreateTopics/DeleteTopics wait on it, bounded).
+- Metrics (read at scrape time, ``cluster_stats``): ``leader_elections`` sums what this node's controller
+  terms elected; ``controller_changes`` counts the published views whose controller (id, epoch) differs
+  from the last one this node saw (the first one seen is not a change); ``offline_partitions`` is counted
+  by the controller only (0 elsewhere, as Kafka's OfflinePartitionsCount).
 """
 
 from __future__ import annotations
@@ -77,6 +81,9 @@ class ClusterMember:
         self._wake = trio.Event()
         self._want_offsets_topic = False
         self.connection_state = "CONNECTING"
+        self.leader_elections = 0
+        self.controller_changes = 0
+        self._seen_controller: tuple[int, int] | None = None
 
     # ---------------------------------------------------------------- lifecycle
     async def connect(self) -> None:
@@ -153,6 +160,13 @@ class ClusterMember:
             return True
         return done(self.view)
 
+    def offline_partitions(self) -> int:
+        """Partitions with no live leader, counted by the controller only (0 on other nodes)."""
+        view = self.view
+        if self.controller is None:
+            return 0
+        return sum(1 for t, parts in view.assignments.items() for p in parts if view.leader(t, p) < 0)
+
     def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
         leader = self.view.leader(topic, partition)
         return None if leader == NO_LEADER else self.view.brokers.get(leader)
@@ -226,6 +240,10 @@ class ClusterMember:
                     return True
             except ZkError as e:
                 log.warning("controller step failed: %s", e)
+            finally:
+                if self.controller is not None:
+                    self.leader_elections += self.controller.leader_elections
+                    self.controller.leader_elections = 0
         if self._want_offsets_topic and await self._create_offsets_topic(snap):
             return True
         if self._wanted_topics and await self._create_wanted_topics(view):
@@ -309,6 +327,11 @@ class ClusterMember:
             self.on_topics(view, self.topic_configs)
         except Exception:  # a local storage fault must not stop the node following the cluster
             log.exception("following the cluster's topics failed")
+        if view.controller_id >= 0:
+            seen = (view.controller_id, view.controller_epoch)
+            if self._seen_controller is not None and seen != self._seen_controller:
+                self.controller_changes += 1
+            self._seen_controller = seen
         self.view = view
         try:
             self.on_replicas(view)

@@ -285,9 +285,10 @@ class ZkStore:
         return True, False
 
     async def write_states(self, writes: dict[TopicPartition, PartitionState], versions: dict[TopicPartition, int],
-                           epoch_version: int) -> tuple[int, bool]:
+                           epoch_version: int, done: set[TopicPartition] | None = None) -> tuple[int, bool]:
         """Write partition states, each fenced by the controller epoch's znode version (and the state znode's
-        version for an update). Returns (how many were written, whether this controller was fenced)."""
+        version for an update). Returns (how many were written, whether this controller was fenced); the
+        partitions written are added to ``done`` when given."""
         client = self.client
         parents = [client.ensure_path_async(self._p(partition_path(*tp))) for tp in writes if tp not in versions]
         for result in parents:  # all issued at once, then awaited
@@ -308,6 +309,8 @@ class ZkStore:
             errors = [r for r in results if isinstance(r, Exception)]
             if not errors:
                 written += 1
+                if done is not None:
+                    done.add(tp)
                 continue
             first = type(errors[0]).__name__
             if first == "BadVersionError":  # the epoch check is the first op: a newer controller exists

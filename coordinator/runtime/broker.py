@@ -153,6 +153,7 @@ class Broker:
         cluster_topics.replication = self.replication
         groups.use_replication(self.replication, self.config["offsets.commit.timeout.ms"] / 1000)
         self.handlers[23] = self.replication.handle_offset_for_leader_epoch
+        self.metrics.cluster.source = self.replication.cluster_stats  # cluster metrics exist only here
 
     def _fsync_child(self) -> FsyncProcess | None:
         """The journal's fsync child process (None: journal off, disabled, or it could not be spawned)."""

@@ -29,6 +29,12 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
   written to its state znode with a version check (``ZkStore.update_isr``); a lost check fences the
   partition (it answers NOT_LEADER_OR_FOLLOWER, its waiters fail) until a view brings a new state.
 - Nothing here runs in single-node mode: the broker creates it only when ``zookeeper.connect`` is set.
+- Metrics (``cluster_stats``, read at scrape time from the metrics thread, on copies): ISR shrinks and
+  expands count every change of a led partition's ISR, whether this leader wrote it (a follower fell
+  behind or caught up) or the controller did (a dead broker removed): a change that both drops and adds
+  members counts once each. Under-replicated: led partitions whose ISR is smaller than their replicas.
+  Lag per follower of a led partition: the leader's log end minus the follower's durable end at its last
+  fetch (the whole log from its start while it has not fetched under this leader).
 """
 
 from __future__ import annotations
@@ -184,6 +190,7 @@ class Replication:
         self.following.pop(tp, None)
         if cur is not None and cur.leader_epoch == st.leader_epoch:
             if version > self._isr_versions.get(tp, -1):  # a newer state than the one we wrote
+                self._count_isr_change(cur.isr, st.isr)
                 cur.isr, cur.replicas = st.isr, replicas
                 self._isr_versions[tp] = version
                 self._controller_epochs[tp] = st.controller_epoch
@@ -198,6 +205,7 @@ class Replication:
         fresh = LeaderReplicaState(self.node_id, st.leader_epoch, replicas, st.isr,
                                    cur.high_watermark if cur is not None else hw, plog.log_end_offset, now)
         if cur is not None:  # a new epoch of our own leadership (the controller shrank the ISR)
+            self._count_isr_change(cur.isr, st.isr)
             for r, f in cur.followers.items():
                 if r in fresh.followers:
                     fresh.followers[r] = f
@@ -289,15 +297,38 @@ class Replication:
         shrunk = len(isr) < len(st.isr)
         log.info("ISR of %s-%s %s: %s -> %s", tp[0], tp[1], "shrunk" if shrunk else "expanded", list(st.isr),
                  list(isr))
-        if shrunk:
-            self.isr_shrinks += 1
-        else:
-            self.isr_expands += 1
+        self._count_isr_change(st.isr, isr)
         st.isr_written(isr, _now_ms())
         self._isr_versions[tp] = version
         plog = self.logs.get(tp)
         if plog is not None:
             self._advance(tp, st, plog)
+
+    def _count_isr_change(self, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        if set(old) - set(new):
+            self.isr_shrinks += 1
+        if set(new) - set(old):
+            self.isr_expands += 1
+
+    def cluster_stats(self) -> dict[str, Any]:
+        """What the metrics export about this node's replication (see the module rules); runs in the metrics
+        thread, so it reads copies of what the trio thread changes."""
+        under = 0
+        lag: list[tuple[str, int, int, int]] = []
+        for tp, st in list(self.leaders.items()):
+            plog = self.logs.get(tp)
+            if tp in self.fenced or plog is None:
+                continue
+            if len(st.isr) < len(st.replicas):
+                under += 1
+            end, start = plog.log_end_offset, plog.log_start_offset
+            for follower, f in list(st.followers.items()):
+                lag.append((tp[0], tp[1], follower, max(0, end - (f.log_end if f.log_end >= 0 else start))))
+        member = self.member
+        return {"under_replicated": under, "offline": member.offline_partitions(),
+                "controller": int(member.controller is not None), "isr_shrinks": self.isr_shrinks,
+                "isr_expands": self.isr_expands, "leader_elections": member.leader_elections,
+                "controller_changes": member.controller_changes, "lag": lag}
 
     async def _timeout_loop(self) -> None:
         while True:

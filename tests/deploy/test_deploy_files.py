@@ -121,7 +121,9 @@ def test_dashboard_names_only_declared_metrics() -> None:
         assert metric_names(expr) and metric_names(expr) <= exported, expr
     text = (DEPLOY / "grafana" / "groupcoord.json").read_text()
     for wanted in ("groupcoord_groups", "groupcoord_rebalances_total", "groupcoord_rebalance_duration_seconds",
-                   "groupcoord_offset_commits_total", "OffsetCommit", "groupcoord_log_flush_latency_seconds"):
+                   "groupcoord_offset_commits_total", "OffsetCommit", "groupcoord_log_flush_latency_seconds",
+                   "groupcoord_under_replicated_partitions", "groupcoord_offline_partitions",
+                   "groupcoord_isr_shrinks_total", "groupcoord_replication_lag_messages"):
         assert wanted in text
 
 

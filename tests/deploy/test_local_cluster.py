@@ -7,8 +7,8 @@ none of the recorded processes (nor anything in their process groups) behind.
 
 Rules: every wait is bounded; the only wall-clock assertion is the 20 s Prometheus deadline; processes are
 ended by `make cluster-stop` (recorded PIDs), and, if that fails, by those PIDs here.
-User topics are still each node's own (no replication, see README), so the topic is created and filled on
-every node: whichever node kafka-python asks for Metadata then names itself leader and has the records.
+The topic is created and filled through one node (topics are cluster-wide); the offsets partitions are
+replicated on the three nodes, so killing a node moves the group to a live coordinator that has its data.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def test_make_cluster_end_to_end(tmp_path: Path) -> None:
         assert f"GROUP {GROUP}" in group and "COORDINATOR 127.0.0.1:" in group
 
         # every dashboard query names exported metrics and returns data from this Prometheus (checked before the
-        # kill: a killed node's counters restart from nothing, and with no replication its groups' go with it)
+        # kill: a killed node's counters restart from nothing)
         exported = set().union(*(scrape_names(ports[m]) for m in ("m1", "m2", "m3"))) | {"up"}
         for expr in dashboard_exprs():
             assert metric_names(expr) <= exported, expr
@@ -149,16 +149,12 @@ def test_make_cluster_end_to_end(tmp_path: Path) -> None:
                                text=True, timeout=60)
             last[:] = [r.stdout + r.stderr]
             if r.returncode == 0 and f":{ports['n3']} (" not in r.stdout:
-                return r.stdout  # its coordinator was not node 3: unchanged, on a live node
-            if "GROUP_ID_NOT_FOUND" in r.stdout + r.stderr:
-                # node 3 coordinated it: the partition's new leader (a live node, found by FindCoordinator)
-                # answers, without the group's data: there is no replication yet (README, cluster mode)
-                return "moved without its data"
+                return r.stdout  # on a live node: unchanged, or moved there with its data (replicated)
             return None
 
         moved = wait_for("the group's coordinator on a live node", coordinator_alive, timeout=20,
                          describe=lambda: "".join(last))
-        assert moved == "moved without its data" or "COORDINATOR 127.0.0.1:" in moved
+        assert f"GROUP {GROUP}" in moved and "COORDINATOR 127.0.0.1:" in moved, moved
         back = subprocess.run([sys.executable, str(REPO / "deploy" / "local_cluster.py"), "start-node", "3"],
                               env=env, capture_output=True, text=True, timeout=60)
         assert back.returncode == 0, back.stdout + back.stderr
