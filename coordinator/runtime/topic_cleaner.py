@@ -6,7 +6,9 @@ Rules:
   ``log.cleaner.dedupe.buffer.size`` bytes; when none is due the loop sleeps ``log.cleaner.backoff.ms``.
 - The list of partitions is taken on the trio thread (topics are created and deleted there); a partition
   whose topic is altered to compact is picked up by the next look, one altered away from it is skipped.
-- A failed pass is logged (the log goes offline on a write failure, as for appends) and the loop goes on.
+- A failed pass is logged (the log goes offline on a write failure, as for appends) and the loop goes on. A
+  pass whose log is closed under it (topic deleted) stops at its next batch (``CleaningAborted``), so the
+  deletion, on the trio thread, waits for one batch and not for the whole pass.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from coordinator.storage.cleaner import clean, dirty_ratio, due
+from coordinator.storage.cleaner import CleaningAborted, clean, dirty_ratio, due
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import PartitionLog
 
@@ -60,6 +62,8 @@ async def user_compaction_loop(topics: TopicService) -> None:
             log.info("cleaned %s: %d segment(s) rewritten, %d records removed, %d -> %d bytes, %d keys mapped",
                      plog.name, res.segments_rewritten, res.records_removed, res.bytes_before, res.bytes_after,
                      res.map_entries)
+        except CleaningAborted:  # its topic was deleted (or the server stops) during the pass
+            log.info("cleaning %s stopped: the log is being closed", plog.name)
         except (StorageError, OSError) as e:
             log.error("cleaning %s failed: %s", plog.name, e)
             await trio.sleep(backoff_s)

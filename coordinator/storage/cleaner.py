@@ -22,11 +22,16 @@ Rules:
   either old or cleaned, and both hold every key's latest record (a record is only dropped when a later one
   of its key is in a segment that is itself kept or cleaned the same way); the next pass starts again.
 - Runs under the log's cleaner lock (never with retention); appends go on meanwhile.
+- A log being closed (``PartitionLog.closing``: its topic deleted, shutdown) stops the pass at the next batch
+  with ``CleaningAborted``, its unfinished ``.cleaned`` file removed, so ``close`` (which takes the cleaner
+  lock) waits for one batch, never for the rest of the pass. What was swapped in before stays: each swap is
+  whole (crash safety above).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from protocol.record_batch import (
@@ -40,7 +45,7 @@ from protocol.record_batch import (
 from protocol.record_reader import key_values
 
 from .compaction import _iter_batches, swap_in_cleaned
-from .errors import LogOfflineError
+from .errors import LogOfflineError, StorageError
 from .log import PartitionLog
 from .segment import Segment
 
@@ -160,6 +165,18 @@ def clean(plog: PartitionLog, now_ms: int, buffer_bytes: int) -> CleanResult:
         return CleanResult(rewritten, removed, before, after, len(latest), end)
 
 
+class CleaningAborted(StorageError):
+    """The log is being closed: the pass stopped at a batch boundary."""
+
+
+def _batches(plog: PartitionLog, seg: Segment, size: int) -> Iterator[memoryview]:
+    """The segment's batches, stopping (``CleaningAborted``) as soon as the log is being closed."""
+    for batch in _iter_batches(plog, seg, size):
+        if plog.closing:
+            raise CleaningAborted(f"{plog.directory} is being closed")
+        yield batch
+
+
 def _build_map(plog: PartitionLog, dirty: list[tuple[Segment, int]], first_dirty: int, capacity: int
                ) -> tuple[dict[int, int], int]:
     """Key hash -> latest offset over the dirty segments, stopping before the batch that would overflow
@@ -167,7 +184,7 @@ def _build_map(plog: PartitionLog, dirty: list[tuple[Segment, int]], first_dirty
     latest: dict[int, int] = {}
     end = first_dirty
     for seg, size in dirty:
-        for batch in _iter_batches(plog, seg, size):
+        for batch in _batches(plog, seg, size):
             pairs = _offsets_and_keys(batch)
             if pairs is None:
                 end = max(end, parse_header(batch).next_offset)
@@ -217,8 +234,9 @@ def _clean_segment(plog: PartitionLog, seg: Segment, size: int, latest: dict[int
     fd = fs.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     fate = _Fate(path, 0, 0, False, -1)
     buf = bytearray()
+    aborted = False
     try:
-        for batch in _iter_batches(plog, seg, size):
+        for batch in _batches(plog, seg, size):
             out = _clean_batch(batch, latest, now_ms, horizon_at, fate)
             if out is not None:
                 buf += out
@@ -230,8 +248,13 @@ def _clean_segment(plog: PartitionLog, seg: Segment, size: int, latest: dict[int
             fs.write_all(fd, buf)
             fate.size += len(buf)
         fs.fsync(fd)
+    except CleaningAborted:
+        aborted = True
+        raise
     finally:
         fs.close(fd)
+        if aborted:
+            fs.unlink(path)
     return fate
 
 

@@ -115,6 +115,7 @@ class PartitionLog:
         self._checkpointed: bytes | None = None  # what this process last wrote to the checkpoint file
         self._offline: str | None = None
         self._closed = False
+        self._closing = False  # close() has begun: a cleaning pass stops at its next batch (cleaner.py)
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._append_lock = threading.Lock()
@@ -295,6 +296,10 @@ class PartitionLog:
         unsynced): the high watermark may pass the recovery point, never the log end."""
         with self._lock:
             self._durable_elsewhere = max(self._durable_elsewhere, min(offset, self.log_end_offset))
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     @property
     def offline(self) -> bool:
@@ -486,9 +491,11 @@ class PartitionLog:
                 raise self._go_offline("checkpoint write", exc) from exc
 
     def close(self) -> None:
-        """Flush, checkpoint (if online) and close the files; idempotent."""
+        """Flush, checkpoint (if online) and close the files; idempotent. A cleaning pass under way stops at
+        its next batch (``closing``), so this never waits for the rest of a pass."""
         if self._closed:
             return
+        self._closing = True
         if self._offline is None:
             try:
                 self.flush()

@@ -9,6 +9,8 @@ deletes from a compact-only log; the store writes atomically and names a garbage
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import pytest
 
@@ -183,3 +185,49 @@ def test_topic_config_store_round_trip_and_garbage_is_named(tmp_path):
         f.write("{not json")
     with pytest.raises(StorageError, match=r"orders\.json"):
         store.load_all()
+
+
+def test_closing_the_log_stops_a_pass_at_the_next_batch(tmp_path, monkeypatch):
+    # A topic deleted (its log closed, on the trio thread) during a pass: close() takes the cleaner lock, so
+    # without the stop it would wait for the whole pass. The pass is held after 5 batches until close() has
+    # begun; then it must stop at once (one more batch at most), leave no .cleaned file, and lose nothing.
+    plog = compacted(tmp_path)
+    latest = produce_updates(plog, 20, 50)
+    total = sum(1 for _ in records(plog))
+    yielded = []
+    real_iter = cleaner._iter_batches
+
+    def held(p, seg, size):
+        for batch in real_iter(p, seg, size):
+            yielded.append(1)
+            if len(yielded) == 5:
+                deadline = time.monotonic() + 10
+                while not p.closing and time.monotonic() < deadline:
+                    time.sleep(0.001)
+            yield batch
+
+    monkeypatch.setattr(cleaner, "_iter_batches", held)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            cleaner.clean(plog, NOW, 1 << 20)
+            outcome.append(None)
+        except BaseException as e:  # noqa: BLE001 - the test inspects it
+            outcome.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 10
+    while len(yielded) < 5 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    plog.close()
+    t.join(10)
+    assert not t.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], cleaner.CleaningAborted), outcome
+    assert len(yielded) <= 6 < total  # stopped at the batch after close() began, not at the pass's end
+    assert not any(n.endswith(".cleaned") for n in os.listdir(plog.directory))
+    monkeypatch.setattr(cleaner, "_iter_batches", real_iter)
+    reopened = PartitionLog.open(plog.directory, plog.config)
+    assert latest_of(records(reopened)) == latest
+    reopened.close()
