@@ -56,6 +56,7 @@ from coordinator.runtime.replica_fetcher import ReplicaFetcher
 from coordinator.storage.errors import StorageError
 from coordinator.storage.leader_epochs import UNDEFINED
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import empty_partition
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
@@ -487,10 +488,7 @@ class Replication:
             name = t["topic"]
             parts = []
             for p in t["partitions"]:
-                res: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
-                                       "last_stable_offset": -1, "log_start_offset": -1,
-                                       "aborted_transactions": None, "preferred_read_replica": -1,
-                                       "records": b""}
+                res = empty_partition(p["partition"])
                 parts.append(res)
                 tp = (name, p["partition"])
                 st = self.leaders.get(tp)

@@ -52,6 +52,7 @@ from coordinator.storage.topic_config_store import FileTopicConfigStore, TopicCo
 from coordinator.storage_errors import StartupError
 from protocol.compression import NAMES as CODECS
 from protocol.errors import ErrorCode
+from protocol.messages.fetch import empty_partition
 from protocol.produce_validation import (
     Checked,
     Refusal,
@@ -620,10 +621,7 @@ class TopicService:
             name = t["topic"]
             parts = []
             for p in t["partitions"]:
-                res: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
-                                       "last_stable_offset": -1, "log_start_offset": -1,
-                                       "aborted_transactions": None, "preferred_read_replica": -1,
-                                       "records": b""}
+                res = empty_partition(p["partition"])
                 parts.append(res)
                 if self.cluster is not None and (err := self.cluster.lead_error(name, p["partition"], fetch=body)):
                     res["error_code"] = err

@@ -19,6 +19,8 @@ Rules:
   ``last_stable_offset`` = high watermark; -1 (with log start -1) for an unknown partition, as Kafka.
 """
 
+from typing import Any
+
 from protocol.schema import ApiSchema, arr, f, struct
 
 SCHEMA = ApiSchema(
@@ -95,3 +97,10 @@ SCHEMA = ApiSchema(
             tag=0, tagged="16+"),
     ),
 )
+
+
+def empty_partition(index: int) -> dict[str, Any]:
+    """A response partition with nothing in it yet (no error, offsets -1, empty records: never null), for the
+    consumer and follower Fetch handlers to fill in."""
+    return {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
+            "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
