@@ -35,7 +35,7 @@ from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.record_batch import CorruptBatchError
+from protocol.record_batch import CorruptBatchError, split_batches
 
 if TYPE_CHECKING:
     from coordinator.runtime.replication import Replication
@@ -190,7 +190,8 @@ class ReplicaFetcher:
                 cuts.append((plog, cut))
                 f.truncate = False
         if cuts:
-            await trio.to_thread.run_sync(_truncate_all, cuts)
+            for plog in await trio.to_thread.run_sync(_truncate_all, cuts):
+                self.replication.on_follower_truncate(plog)
 
     def _refused(self, tp: TopicPartition, f: _Followed, error: int) -> None:
         f.refused_until = trio.current_time() + REFUSED_WAIT_S
@@ -244,8 +245,12 @@ class ReplicaFetcher:
                     appends.append((tp, got[1], p["records"], got[0]))
         if restarts:
             await trio.to_thread.run_sync(_restart_all, restarts)
+            for plog, _ in restarts:
+                self.replication.on_follower_truncate(plog)
         if appends:
-            failed = await trio.to_thread.run_sync(_append_all, appends, self.partitions)
+            failed, durable = await trio.to_thread.run_sync(_append_all, appends, self.partitions)
+            for plog, batches in durable:
+                self.replication.on_follower_append(plog, batches)
             for tp, why in failed:
                 f = self.partitions.get(tp)
                 if f is not None:
@@ -256,26 +261,28 @@ class ReplicaFetcher:
 
 
 def _append_all(appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]],
-                followed: dict[TopicPartition, _Followed]) -> list[tuple[TopicPartition, str]]:
+                followed: dict[TopicPartition, _Followed]
+                ) -> tuple[list[tuple[TopicPartition, str]], list[tuple[PartitionLog, list[memoryview]]]]:
     """Worker thread: append each partition's batches as a follower, then fsync every log appended to. A
     partition no longer followed as it was when the fetch was sent (this node leads it now, or follows
-    another epoch) is skipped (a dict lookup: atomic under the GIL)."""
+    another epoch) is skipped (a dict lookup: atomic under the GIL). Returns the failures and, per log made
+    durable, the batches appended to it."""
     failed: list[tuple[TopicPartition, str]] = []
-    touched = []
+    touched: list[tuple[PartitionLog, list[memoryview]]] = []
     for tp, plog, data, f in appends:
         if followed.get(tp) is not f:
             continue
         try:
             if plog.append_as_follower(data) is not None:
-                touched.append(plog)
+                touched.append((plog, split_batches(data)[0]))
         except (CorruptBatchError, StorageError, OSError) as e:
             failed.append((tp, str(e)))
     if len(touched) <= 1:
-        results = [_flush(plog) for plog in touched]
+        results = [_flush(plog) for plog, _ in touched]
     else:  # the fsyncs of many logs in parallel: the file system batches them into fewer journal commits
-        results = list(_pool().map(_flush, touched))
-    failed += [(("?", -1), f"fsync of {plog.directory}: {e}") for plog, e in zip(touched, results) if e is not None]
-    return failed
+        results = list(_pool().map(_flush, [plog for plog, _ in touched]))
+    failed += [(("?", -1), f"fsync of {t[0].directory}: {e}") for t, e in zip(touched, results) if e is not None]
+    return failed, [t for t, e in zip(touched, results) if e is None]
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -304,12 +311,17 @@ def _restart_all(restarts: list[tuple[PartitionLog, int]]) -> None:
             log.error("restarting %s at %d failed: %s", plog.directory, offset, e)
 
 
-def _truncate_all(cuts: list[tuple[PartitionLog, int]]) -> None:
+def _truncate_all(cuts: list[tuple[PartitionLog, int]]) -> list[PartitionLog]:
+    """Worker thread: cut each log back; returns the logs whose end moved back."""
+    cut: list[PartitionLog] = []
     for plog, offset in cuts:
         try:
-            plog.truncate_to(offset)
+            end = plog.log_end_offset
+            if plog.truncate_to(offset) < end:
+                cut.append(plog)
         except (StorageError, OSError) as e:
             log.error("truncating %s to %d failed: %s", plog.directory, offset, e)
+    return cut
 
 
 def _name(code: int) -> str:

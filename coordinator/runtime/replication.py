@@ -113,6 +113,10 @@ class Replication:
         # a topic's min.insync.replicas (its override, else the server's)
         self.min_isr_of: Callable[[str], int] = min_isr_of or (lambda _topic: self.min_isr)
         self.on_lead = on_lead  # a log this node starts leading (caches built from its tail are dropped)
+        # a followed log's new batches, called on the trio thread once they are durable here (in log order)
+        self.on_follower_append: Callable[[PartitionLog, list[memoryview]], None] = lambda _plog, _batches: None
+        # a followed log was cut back (truncation by leader epoch, or emptied behind its leader's log start)
+        self.on_follower_truncate: Callable[[PartitionLog], None] = lambda _plog: None
         self.lag_max_ms: int = config["replica.lag.time.max.ms"]
         self.member = member
         self.open_log = open_log
