@@ -45,6 +45,12 @@ Rules:
   does. A child given up on (``_child_stopped``: it died, broke the protocol, or its socket was full) is
   killed and its end closed at once, so it keeps no copy of a client socket and a task waiting on its
   socket wakes; the answers it may or may not have written end their connections.
+- Cluster mode: ``append_replicated`` takes a follower's appends (the leader's batches verbatim, each also a
+  journal entry, one journal write per call) and kicks a round without linger; the follower waits with
+  ``when_durable``, so its fetch offset passes them only after the journal fsync, shared with this node's
+  own commits. A cluster leader's staged batch is journaled with its leader epoch stamped, as the log has it.
+  ``on_appended`` (set by replication) is called once per round that appended staged writes, so follower
+  fetches waiting at this leader look again once per round, not once per write.
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
@@ -67,7 +73,7 @@ from coordinator.storage.errors import LogOfflineError, StorageError
 from coordinator.storage.fsync_process import FsyncProcess, FsyncProcessGone
 from coordinator.storage.journal import Journal, SyncPlan
 from coordinator.storage.log import AppendInfo, PartitionLog
-from protocol.record_batch import build_kv_batch
+from protocol.record_batch import CorruptBatchError, build_kv_batch, split_batches
 
 log = logging.getLogger("groupcoord.group_commit")
 
@@ -103,6 +109,9 @@ class GroupCommit:
         # go through ``flush_now``, which fsyncs those logs in threads (a count, not a scan of a backlog per kick)
         self._unjournaled_waiters = 0
         self._staged: dict[PartitionLog, tuple[list[KeyValue], list[Callback]]] = {}
+        self._hot = False  # a follower's append waits: the next round does not linger
+        # cluster mode: called once per round that appended staged writes (waiting follower fetches look again)
+        self.on_appended: Callable[[], None] | None = None
         self._kick = trio.Event()
         self._pool: ThreadPoolExecutor | None = None  # created on the first round with several logs
         self.rounds = 0
@@ -128,6 +137,51 @@ class GroupCommit:
         staged[1].append(callback)
         self._kick.set()
 
+    def journal_usable(self) -> bool:
+        """Whether a follower's appends can be made durable by the journal (it exists and is online)."""
+        return self.journal is not None and not self.journal.offline
+
+    def append_replicated(self, items: Sequence[tuple[PartitionLog, bytes | bytearray | memoryview]]
+                          ) -> tuple[list[tuple[PartitionLog, AppendInfo, list[memoryview]]],
+                                     list[tuple[PartitionLog, Exception]], bool]:
+        """A cluster follower's appends (``replica_fetcher``): each log's leader batches verbatim
+        (``append_as_follower``) and every batch as a journal entry, all page-cache writes on this thread and
+        one journal write; a ``when_durable`` on a log then waits for a round's journal fsync (the round is
+        kicked hot: no linger). Returns what was appended (log, offsets, its batches), the logs whose append
+        failed (nothing appended), and whether the journal took the entries: when it did not (a failed
+        journal write), the appended logs are in the page cache only and the caller must fsync them itself."""
+        journal = self.journal
+        assert journal is not None
+        written: list[tuple[PartitionLog, AppendInfo, list[memoryview]]] = []
+        failed: list[tuple[PartitionLog, Exception]] = []
+        entries: list[tuple[str, int, memoryview]] = []
+        for plog, data in items:
+            try:
+                info = plog.append_as_follower(data)
+            except (CorruptBatchError, StorageError, OSError) as e:
+                failed.append((plog, e))
+                continue
+            if info is None:
+                continue
+            batches = split_batches(data)[0]
+            name = plog.name
+            entries.extend((name, int.from_bytes(b[:8], "big", signed=True), b) for b in batches)
+            written.append((plog, info, batches))
+        if not entries:
+            return written, failed, True
+        try:
+            journal.append_many(entries)
+        except (StorageError, OSError) as e:
+            log.error("journal write of a follower's appends failed (%s); fsyncing those logs instead", e)
+            return written, failed, False
+        for plog, info, _ in written:
+            self._marks.append((plog, info.last_offset + 1))
+            self._journaled[plog] = None
+            self._journal_logs.add(plog)
+        self._hot = True
+        self._kick.set()
+        return written, failed, True
+
     def when_durable(self, plog: PartitionLog, last_offset: int, callback: Callback) -> None:
         if plog.offline:
             _call(callback, LogOfflineError(f"partition log {plog.directory} is offline"))
@@ -150,8 +204,9 @@ class GroupCommit:
             while True:
                 await self._kick.wait()
                 self._kick = trio.Event()
-                if self.linger and not hot:
+                if self.linger and not hot and not self._hot:
                     await trio.sleep(self.linger)
+                self._hot = False
                 if self._reader and self._child_serving() and not self._dirty and not self._unjournaled_waiters:
                     self._submit_round()  # does not wait: the reader releases it when its answer comes
                     hot = bool(self._in_flight)  # an fsync under way gathers the next round: no linger
@@ -359,6 +414,8 @@ class GroupCommit:
         written: list[tuple[PartitionLog, AppendInfo, list[Callback]]] = []
         for plog, (records, callbacks) in staged.items():
             batch = build_kv_batch(records, now)
+            if plog.leader_epoch is not None:  # a cluster leader: the journal keeps the epoch the log stamps
+                batch = b"".join((batch[:12], plog.leader_epoch.to_bytes(4, "big", signed=True), batch[16:]))
             try:
                 if journal is None:
                     info = self.append(plog, [batch])
@@ -377,6 +434,8 @@ class GroupCommit:
                 for _, _, callbacks in written:
                     _fail(callbacks, e)
                 return
+        if written and self.on_appended is not None:
+            self.on_appended()
         waiters = self._waiters
         fresh = self._hand.fresh if self._hand is not None else None
         for plog, info, callbacks in written:

@@ -9,6 +9,9 @@ Rules:
 - Files ``<dir>/<seq:020d>.wal``, each starting with the 8-byte header ``b"GCJ1"`` + u32 seq. Appends go to
   the newest file. An entry is ``u32 size | u32 crc32c(body) | body`` where body is
   ``u16 name length | name (UTF-8, the partition directory name) | i64 base offset | record batch bytes``.
+  An entry with no batch bytes is a truncation mark (``append_truncation``): the log was cut back to that
+  offset here, so replay cuts it there too before applying what follows (a cluster follower truncating by
+  leader epoch; the entries it cut must not come back at a restart).
 - ``append`` writes one entry into the page cache with one positional write (on the caller's thread) and
   returns the journal position after it; ``append_many`` writes several with one write. Positions count
   bytes over the journal's life since ``open``.
@@ -254,6 +257,10 @@ class Journal:
                 return self._end
         raise self._go_offline("write", failed) from failed
 
+    def append_truncation(self, name: str, offset: int) -> int:
+        """Write a truncation mark for log ``name`` at ``offset`` (page cache only; the caller syncs)."""
+        return self.append_many([(name, offset, b"")])
+
     def sync(self) -> int:
         """fsync what was appended before this call; returns the durable journal position."""
         with self._sync_lock:
@@ -355,6 +362,7 @@ class ReplayStats:
     appended: int = 0  # entries the logs lacked: appended now
     present: int = 0  # entries the logs already held
     skipped: int = 0  # unknown log, undecodable batch, or not at the log end (a gap): reported, not applied
+    truncated: int = 0  # truncation marks that cut a log back
 
 
 def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog | None]
@@ -362,7 +370,9 @@ def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog
     """Re-append to each log the entries it lacks, in journal order; returns the stats and the logs appended
     to (the caller fsyncs them before ``reset``). An entry is applied only when its base offset is exactly
     the log end: below it the log already holds it (same offsets, same bytes), above it is a gap that cannot
-    be filled (a warning; nothing is invented)."""
+    be filled (a warning; nothing is invented). A batch keeps the leader epoch it carries (cluster mode:
+    leaders journal their batches stamped, followers their leader's bytes). A truncation mark cuts a log
+    that ends past it back to it (durably, ``truncate_to``)."""
     stats = ReplayStats()
     touched: dict[int, PartitionLog] = {}
     for e in entries:
@@ -371,6 +381,11 @@ def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog
         if plog is None or plog.offline:
             log.warning("journal entry for %s at offset %d: no such online log; skipped", e.name, e.base_offset)
             stats.skipped += 1
+            continue
+        if not e.batch:
+            if plog.log_end_offset > e.base_offset:
+                plog.truncate_to(e.base_offset)
+                stats.truncated += 1
             continue
         try:
             header = parse_header(e.batch)
@@ -382,7 +397,8 @@ def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog
         if e.base_offset + header.last_offset_delta < end:
             stats.present += 1
         elif e.base_offset == end:
-            plog.append([e.batch])
+            epoch = header.partition_leader_epoch
+            plog.append([e.batch], leader_epoch=epoch if epoch >= 0 else None)
             touched[id(plog)] = plog
             stats.appended += 1
         else:

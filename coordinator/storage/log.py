@@ -533,7 +533,8 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 raise StorageError(f"partition log {self.directory} is closed")
-            upper = self._recovery_point if upper_bound is None else min(upper_bound, self.log_end_offset)
+            upper = max(self._recovery_point, self._durable_elsewhere) if upper_bound is None else \
+                min(upper_bound, self.log_end_offset)
             if offset < self._log_start or offset > self.log_end_offset:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} outside [{self._log_start}, {self.log_end_offset}] in {self.directory}"

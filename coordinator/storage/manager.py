@@ -177,8 +177,8 @@ class LogManager:
             journal.close()
             raise StorageError(f"cannot recover the journal in {self.data_dir}: {exc}") from exc
         if stats.entries:
-            log.info("journal: %d entries read, %d re-appended, %d already in their logs, %d skipped",
-                     stats.entries, stats.appended, stats.present, stats.skipped)
+            log.info("journal: %d entries read, %d re-appended, %d already in their logs, %d skipped, %d "
+                     "truncations", stats.entries, stats.appended, stats.present, stats.skipped, stats.truncated)
         return journal, stats
 
     def flush_all(self) -> None:
