@@ -24,6 +24,18 @@ Rules:
   of every user topic it has not seen yet, then calls ``on_topics(view, configs)`` (the runtime creates and
   deletes local logs) BEFORE ``on_leadership``, so a node never leads a partition it has no log for.
   ``view_changed`` is set on every publish (CreateTopics/DeleteTopics wait on it, bounded).
+- Topic configs (Kafka's ``AdminZkClient.changeTopicConfig`` and ``ZkNodeChangeNotificationListener``):
+  ``alter_topic_config`` reads ``/config/topics/<t>``, applies the change and writes it back at the version
+  read, with a change notification, retrying a lost version check (after a short random pause) a bounded
+  number of times; one node writes one config at a time (``_config_lock``), so only other nodes' writes
+  can win the check. Every node (the writer included) watches ``/config/changes``: each turn it reads the
+  notifications newer than the last one it processed and re-reads the configs they name (kept as stale
+  until a read succeeds) before publishing, so ``on_topics`` gets them; at start it reads every topic's
+  config. A config read older (by zxid) than the one this node holds is ignored (a read
+  racing with this node's own write). Notifications older than Kafka's 15 minutes are purged.
+  ``deleting`` is the set of topics queued for deletion in the last snapshot.
+- CreatePartitions: ``topic_assignment`` / ``set_topic_assignment`` read and write ``/brokers/topics/<t>``
+  at a version; the controller elects the new partitions' leaders as it does a new topic's.
 - Metrics (read at scrape time, ``cluster_stats``): ``leader_elections`` sums what this node's controller
   terms elected; ``controller_changes`` counts the published views whose controller (id, epoch) differs
   from the last one this node saw (the first one seen is not a change); ``offline_partitions`` is counted
@@ -34,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable
 
 import trio
@@ -44,14 +57,15 @@ from coordinator.storage_errors import StartupError
 
 from .assignment import assign_replicas
 from .controller import Controller
-from .state import NO_LEADER, BrokerInfo, ClusterView
-from .zk import Snapshot, ZkError, ZkStore
+from .state import NO_LEADER, BrokerInfo, ClusterView, change_sequence, expired_changes
+from .zk import Snapshot, TopicConfig, ZkError, ZkStore
 
 log = logging.getLogger("groupcoord.cluster")
 
 REFRESH_S = 3.0
 RETRY_S = 0.5
 MAX_STREAK = 8
+WRITE_ATTEMPTS = 10  # a version-checked write lost to another node's is read and tried again this often
 
 
 class ClusterMember:
@@ -73,7 +87,13 @@ class ClusterMember:
         self.on_suspended: Callable[[bool], None] = lambda _s: None  # replication: stop acknowledging at once
         self.closed = False
         self.state_versions: dict[tuple[str, int], int] = {}  # partition-state znode versions of ``view``
-        self.topic_configs: dict[str, dict[str, str]] = {}  # user topic -> its overrides, read once
+        self.topic_configs: dict[str, dict[str, str]] = {}  # user topic -> its overrides (ZooKeeper's)
+        self._config_zxids: dict[str, int] = {}  # user topic -> mzxid of the config in ``topic_configs``
+        self._last_change = -1  # sequence of the last config change notification processed
+        self._stale_configs: set[str] = set()  # topics named by a notification, not read again yet
+        self._change_ctimes: dict[str, int] = {}  # notifications read -> creation time (for the purge)
+        self.deleting: set[str] = set()  # topics queued for deletion (last snapshot)
+        self._config_lock = trio.Lock()  # this node's config writes, one at a time
         self.view_changed = trio.Event()
         self.view_complete = False  # the last snapshot read every znode it listed (no decode problems)
         self._wanted_topics: dict[str, tuple[int, int]] = {}  # auto-creation: topic -> (partitions, rf)
@@ -150,6 +170,40 @@ class ClusterMember:
         """Ask the controller to delete a topic. Raises ``ZkError``."""
         await self.zk.mark_for_deletion(topic)
         self._wake.set()
+
+    async def alter_topic_config(self, topic: str, change: Callable[[dict[str, str]], dict[str, str]]
+                                 ) -> dict[str, str] | None:
+        """Change a topic's overrides in ZooKeeper: ``change`` gets the current ones and returns the new ones
+        (checking them: what it raises is raised). None when the topic has no config znode (it does not
+        exist). Raises ``ZkError``."""
+        async with self._config_lock:
+            for attempt in range(WRITE_ATTEMPTS):
+                if attempt:
+                    await trio.sleep(random.uniform(0.01, 0.05))
+                current = await self.zk.read_topic_config(topic)
+                if current is None:
+                    return None
+                new = change(dict(current.config))
+                written = await self.zk.write_topic_config(topic, new, current.version)
+                if written is not None:
+                    self._keep_config(topic, written)
+                    self._wake.set()
+                    log.info("topic %s config written to ZooKeeper: %s", topic, new)
+                    return dict(new)
+        raise ZkError(f"the config of topic {topic} kept changing under this write")
+
+    async def topic_assignment(self, topic: str) -> tuple[dict[int, tuple[int, ...]], int] | None:
+        """A topic's replica assignment as ZooKeeper has it now, and its znode version (None: no topic).
+        Raises ``ZkError`` (and ``ValueError`` for one that does not decode)."""
+        return await self.zk.read_assignment(topic)
+
+    async def set_topic_assignment(self, topic: str, replicas: dict[int, tuple[int, ...]], version: int) -> bool:
+        """Write a topic's grown assignment at ``version``; False when it moved on. Raises ``ZkError``."""
+        done = await self.zk.write_assignment(topic, replicas, version)
+        if done:
+            log.info("topic %s now has %d partitions", topic, len(replicas))
+            self._wake.set()
+        return done
 
     async def wait_view(self, done: Callable[[ClusterView], bool], timeout_s: float) -> bool:
         """Wait (bounded) until a published view satisfies ``done``."""
@@ -248,18 +302,48 @@ class ClusterMember:
             return True
         if self._wanted_topics and await self._create_wanted_topics(view):
             return True
+        await self._config_changes(snap.config_changes)
         for topic in view.assignments:
-            if topic != self.offsets_topic and topic not in self.topic_configs:
-                try:
-                    self.topic_configs[topic] = await self.zk.topic_config(topic)
-                except ValueError as e:
-                    log.error("cluster state: %s; the topic gets the server's defaults", e)
-                    self.topic_configs[topic] = {}
+            if topic != self.offsets_topic and (topic not in self.topic_configs or topic in self._stale_configs):
+                read = await self.zk.read_topic_config(topic)
+                if read is not None and read.problem is not None:
+                    log.error("cluster state: %s; the topic gets the server's defaults", read.problem)
+                self._keep_config(topic, read or TopicConfig({}, -1, -1))
+                self._stale_configs.discard(topic)
+        self._stale_configs &= set(view.assignments)  # a topic not in the view is read when it appears
         for topic in [t for t in self.topic_configs if t not in view.assignments]:
             del self.topic_configs[topic]  # deleted: a topic created again under its name is read again
+            self._config_zxids.pop(topic, None)
+        self.deleting = set(snap.deleting)
         self.state_versions = snap.state_versions
         self._publish(view)
         return False
+
+    def _keep_config(self, topic: str, read: TopicConfig) -> None:
+        """Hold a topic's config read (or written) now, unless this node holds a newer one already."""
+        if read.mzxid < self._config_zxids.get(topic, -1):
+            return
+        self.topic_configs[topic] = read.config
+        self._config_zxids[topic] = read.mzxid
+
+    async def _config_changes(self, names: list[str]) -> None:
+        """Mark stale the topics named by the change notifications newer than the last one processed; purge
+        the ones read that are older than Kafka's expiry."""
+        fresh = {n: seq for n in names if (seq := change_sequence(n)) is not None and seq > self._last_change}
+        if fresh:
+            for name, (topic, ctime) in (await self.zk.read_config_changes(sorted(fresh))).items():
+                self._change_ctimes[name] = ctime
+                if topic is not None:
+                    self._stale_configs.add(topic)
+            self._last_change = max(fresh.values())
+        listed = set(names)
+        for name in [n for n in self._change_ctimes if n not in listed]:
+            del self._change_ctimes[name]  # purged by another node
+        old = expired_changes(self._change_ctimes, int(time.time() * 1000))
+        if old:
+            await self.zk.delete_config_changes(old)
+            for name in old:
+                self._change_ctimes.pop(name, None)
 
     async def _create_wanted_topics(self, view: ClusterView) -> bool:
         wanted, self._wanted_topics = self._wanted_topics, {}

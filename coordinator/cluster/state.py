@@ -11,6 +11,11 @@ Paths (under the chroot of ``zookeeper.connect``):
   znode version and (for updates) the state znode's own version.
 - ``/config/topics/<topic>``: persistent, the topic's config overrides ``{"version": 1, "config": {...}}``;
   created in the same transaction as ``/brokers/topics/<topic>`` (Kafka writes it first, separately).
+  AlterConfigs sets it (version-checked) in one transaction with a change notification.
+- ``/config/changes/config_change_<seq>``: persistent sequential, Kafka's
+  ``ConfigEntityChangeNotificationSequenceZNode`` ``{"version": 2, "entity_path": "topics/<topic>"}``;
+  every node watches the children and re-reads the named topics' configs; a notification older than
+  ``CONFIG_CHANGE_EXPIRY_MS`` (Kafka's 15 minutes) is purged by the nodes that read it.
 - ``/admin/delete_topics/<topic>``: persistent and empty, a deletion request (Kafka's
   ``DeleteTopicsTopicZNode``); the controller deletes the topic's znodes, its config and the request in one
   transaction fenced by the controller epoch.
@@ -35,8 +40,12 @@ BROKERS_TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener changeExpirationMs
 DELETE_TOPICS = "/admin/delete_topics"
-PERSISTENT_PATHS = ("/brokers", BROKERS_IDS, BROKERS_TOPICS, "/config", CONFIG_TOPICS, "/admin", DELETE_TOPICS)
+PERSISTENT_PATHS = ("/brokers", BROKERS_IDS, BROKERS_TOPICS, "/config", CONFIG_TOPICS, CONFIG_CHANGES, "/admin",
+                    DELETE_TOPICS)
 
 TopicPartition = tuple[str, int]
 
@@ -215,3 +224,29 @@ def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
                                                for k, v in config.items()):
         raise ValueError(f"{what}: 'config' is not an object of strings")
     return dict(config)
+
+
+def encode_config_change(topic: str) -> bytes:
+    """Kafka's ``ConfigEntityChangeNotificationSequenceZNode`` naming a topic's config."""
+    return json.dumps({"version": 2, "entity_path": f"topics/{topic}"}).encode()
+
+
+def decode_config_change(data: bytes) -> str | None:
+    """The topic a change notification names; None for another entity type (brokers, clients, ...)."""
+    what = "config change notification"
+    path = _load(data, what).get("entity_path")
+    if not isinstance(path, str):
+        raise ValueError(f"{what}: 'entity_path' is not a string")
+    kind, _, name = path.partition("/")
+    return name if kind == "topics" and name else None
+
+
+def change_sequence(name: str) -> int | None:
+    """The sequence number of a ``config_change_<seq>`` child; None for any other name."""
+    digits = name[len(CONFIG_CHANGE_PREFIX):] if name.startswith(CONFIG_CHANGE_PREFIX) else ""
+    return int(digits) if digits.isdigit() else None
+
+
+def expired_changes(ctimes: dict[str, int], now_ms: int, expiry_ms: int = CONFIG_CHANGE_EXPIRY_MS) -> list[str]:
+    """The notifications (name -> creation time in ms) older than ``expiry_ms`` at ``now_ms``: to purge."""
+    return sorted(n for n, ctime in ctimes.items() if now_ms - ctime > expiry_ms)

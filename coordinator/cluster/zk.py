@@ -15,6 +15,10 @@ Rules:
   is still the one this controller wrote (Kafka's ``checkControllerAndEpoch``), and updates a state znode
   only at the version it was read at. A leader's own ISR change (``update_isr``) is checked against the state
   znode's version alone, as Kafka's leader wrote it.
+- Topic configs (Kafka's ``AdminZkClient.changeTopicConfig``): ``write_topic_config`` sets
+  ``/config/topics/<t>`` at the version it was read at, checks ``/brokers/topics/<t>`` still exists and
+  creates the sequential change notification, in one transaction. A topic's growth (CreatePartitions,
+  ``write_assignment``) sets ``/brokers/topics/<t>`` at the version it was read at.
 - Errors reach callers as ``ZkError`` (with the kazoo error's name), never as kazoo types.
 """
 
@@ -34,6 +38,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from .state import (
     BROKERS_IDS,
     BROKERS_TOPICS,
+    CONFIG_CHANGE_PREFIX,
+    CONFIG_CHANGES,
     CONTROLLER,
     CONTROLLER_EPOCH,
     DELETE_TOPICS,
@@ -45,6 +51,7 @@ from .state import (
     broker_path,
     decode_assignment,
     decode_broker,
+    decode_config_change,
     decode_controller,
     decode_controller_epoch,
     decode_state,
@@ -52,6 +59,7 @@ from .state import (
     delete_topic_path,
     encode_assignment,
     encode_broker,
+    encode_config_change,
     encode_controller,
     encode_state,
     encode_topic_config,
@@ -91,7 +99,20 @@ class Snapshot:
     broker_owners: dict[int, int] = field(default_factory=dict)  # node id -> session owning its znode
     state_versions: dict[TopicPartition, int] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)  # topics named under /admin/delete_topics
+    config_changes: list[str] = field(default_factory=list)  # children of /config/changes
     problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's config znode: its overrides, its version (for a checked write) and the zxid of its last
+    change (newer is larger, also across a deletion and re-creation). A znode that does not decode gives no
+    overrides and names the ``problem``."""
+
+    config: dict[str, str]
+    version: int
+    mzxid: int
+    problem: str | None = None
 
 
 class ZkStore:
@@ -240,6 +261,92 @@ class ZkStore:
             raise ZkError(f"{type(e).__name__}: {e}") from None
         return decode_topic_config(topic, data)
 
+    async def read_topic_config(self, topic: str) -> TopicConfig | None:
+        """A topic's config znode, or None when there is none (no such topic, or it was just deleted)."""
+        try:
+            data, stat = await self._wait(self.client.get_async(self._p(topic_config_path(topic))))
+        except NoNodeError:
+            return None
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        try:
+            return TopicConfig(decode_topic_config(topic, data), stat.version, stat.mzxid)
+        except ValueError as e:
+            return TopicConfig({}, stat.version, stat.mzxid, str(e))
+
+    async def write_topic_config(self, topic: str, configs: dict[str, str], version: int) -> TopicConfig | None:
+        """Set a topic's overrides at ``version`` and notify every node (``/config/changes``), in one
+        transaction that also checks the topic still exists; None when a check failed (the config moved on,
+        or the topic is gone): read again and retry."""
+        p = self._p
+        txn = self.client.transaction()
+        txn.check(p(topic_path(topic)), -1)
+        txn.set_data(p(topic_config_path(topic)), encode_topic_config(configs), version=version)
+        txn.create(p(f"{CONFIG_CHANGES}/{CONFIG_CHANGE_PREFIX}"), encode_config_change(topic), sequence=True)
+        results = await self._try(txn.commit_async())
+        errors = [r for r in results if isinstance(r, Exception)]
+        if errors:
+            names = [type(e).__name__ for e in errors]
+            if any(n in ("BadVersionError", "NoNodeError") for n in names):
+                return None
+            raise ZkError(f"writing the config of topic {topic}: {names}")
+        stat = results[1]
+        return TopicConfig(dict(configs), stat.version, stat.mzxid)
+
+    async def read_config_changes(self, names: list[str]) -> dict[str, tuple[str | None, int]]:
+        """Change notifications by child name: (the topic it names, or None for another entity or an
+        unreadable one; its creation time in ms). One that is gone already is left out."""
+        gets = [(n, self.client.get_async(self._p(f"{CONFIG_CHANGES}/{n}"))) for n in names]
+        out: dict[str, tuple[str | None, int]] = {}
+        for name, result in gets:
+            try:
+                data, stat = await self._wait(result)
+            except NoNodeError:
+                continue
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+            try:
+                topic = decode_config_change(data)
+            except ValueError as e:
+                log.warning("%s: %s", name, e)
+                topic = None
+            out[name] = (topic, stat.ctime)
+        return out
+
+    async def delete_config_changes(self, names: list[str]) -> None:
+        """Purge expired change notifications (one already purged by another node is fine)."""
+        deletes = [self.client.delete_async(self._p(f"{CONFIG_CHANGES}/{n}")) for n in names]
+        for result in deletes:
+            try:
+                await self._wait(result)
+            except NoNodeError:
+                pass
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+
+    async def read_assignment(self, topic: str) -> tuple[dict[int, tuple[int, ...]], int] | None:
+        """A topic's replica assignment and its znode version; None when the topic does not exist. Raises
+        ``ValueError`` on an assignment that does not decode."""
+        try:
+            data, stat = await self._wait(self.client.get_async(self._p(topic_path(topic))))
+        except NoNodeError:
+            return None
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        return decode_assignment(topic, data), stat.version
+
+    async def write_assignment(self, topic: str, replicas: dict[int, tuple[int, ...]], version: int) -> bool:
+        """Set a topic's replica assignment at ``version`` (Kafka's ``writeTopicPartitionAssignment`` with
+        ``isUpdate``); False when it moved on or the topic is gone."""
+        try:
+            await self._wait(self.client.set_async(self._p(topic_path(topic)), encode_assignment(replicas),
+                                                   version=version))
+        except (BadVersionError, NoNodeError):
+            return False
+        except KazooException as e:
+            raise ZkError(f"{type(e).__name__}: {e}") from None
+        return True
+
     async def mark_for_deletion(self, topic: str) -> None:
         """Create ``/admin/delete_topics/<topic>`` (already there: fine)."""
         try:
@@ -372,6 +479,7 @@ class ZkStore:
         except KazooException as e:
             raise ZkError(f"{type(e).__name__}: {e}") from None
         snap.deleting = set(await self._try(client.get_children_async(p(DELETE_TOPICS), watch=watch)))
+        snap.config_changes = await self._try(client.get_children_async(p(CONFIG_CHANGES), watch=watch))
         topics = await self._try(client.get_children_async(p(BROKERS_TOPICS), watch=watch))
         assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         for topic in topics:

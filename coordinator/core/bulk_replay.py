@@ -5,7 +5,7 @@ Rules:
   each record in order would, where a record whose replay raises ValueError (an undecodable key or value)
   is reported to ``skipped(key, error)`` (the same error) and changes nothing. That is the contract; the
   rest of this docstring is how it is made fast (a load replays ~1M records, and this loop is most of it).
-- Fast path: an offset commit record of a LOADING shard (key v0/v1, value the 24-byte v3 without
+- Fast path: an offset commit record of a LOADING or FOLLOWING shard (key v0/v1, value the 24-byte v3 without
   metadata, what we write for nearly every commit). Consecutive records of one group share its key prefix
   (version, length, group bytes): a key that starts with the previous prefix reuses its decoded group and
   that group's offsets dict, and likewise a topic whose length and bytes match the previous one reuses its
@@ -22,7 +22,7 @@ import struct
 from collections.abc import Callable, Iterable
 
 from .records import OffsetCommitValue
-from .shard import Shard, ShardStatus
+from .shard import REPLAYING, Shard
 
 _V3_EMPTY = struct.Struct(">hqihq")  # OffsetCommitValue v3 with empty metadata: the whole 24 bytes
 _PARTITION = struct.Struct(">i")
@@ -32,7 +32,7 @@ Skipped = Callable[[bytes, ValueError], None]
 
 
 def replay_records(shard: Shard, records: Iterable[tuple[bytes, bytes | None]], skipped: Skipped) -> None:
-    if shard.status is not ShardStatus.LOADING:
+    if shard.status not in REPLAYING:
         for key, value in records:
             _replay_one(shard, key, value, skipped)
         return

@@ -13,6 +13,12 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
   fires timers that are already due.
 - Loading: ``begin_loading(shard)``, ``replay(shard, key, value)`` for every stored record in order (or
   ``replay_many``), ``finish_loading(shard, now_ms)``; ``unload(shard, now_ms)`` answers parked requests NOT_COORDINATOR.
+- Following (cluster mode): ``begin_following(shard)`` empties a shard this node replicates but does not lead
+  (FOLLOWING: NOT_COORDINATOR to requests, no timers), then ``replay``/``replay_many`` of its log as it grows;
+  ``finish_loading`` turns it ACTIVE at once (sessions start then, as after a load). ``unload(shard, now_ms,
+  following=True)`` is a lost leadership: parked requests answered NOT_COORDINATOR, timers cancelled, and the
+  shard left FOLLOWING and empty, to be replayed from its log again (the leader's in-memory groups hold
+  what no record says, such as a rebalance in progress, so only its log says what a follower holds).
 - ``connection_closed(tokens)``: parked requests of those tokens will never be answered.
 - Hot paths: ``heartbeat(...)`` and ``commit_offset(...)``/``commit_settled(...)`` serve the common shapes
   without dicts. ``lease(...)`` right after a heartbeat that re-armed a session returns a
@@ -297,11 +303,18 @@ class Coordinator:
     # ------------------------------------------------------------ loading
 
     def begin_loading(self, shard_id: int) -> None:
+        self._begin(shard_id, ShardStatus.LOADING)
+
+    def begin_following(self, shard_id: int) -> None:
+        """Empty the shard and keep it FOLLOWING: the runtime replays its log into it from the start."""
+        self._begin(shard_id, ShardStatus.FOLLOWING)
+
+    def _begin(self, shard_id: int, status: ShardStatus) -> None:
         self._epoch += 1
         shard = self._env.shards[shard_id]
         if shard.status is ShardStatus.ACTIVE:
             raise ValueError(f"shard {shard_id} is active: unload it before loading")
-        shard.reset(ShardStatus.LOADING)
+        shard.reset(status)
 
     def replay(self, shard_id: int, key: bytes, value: bytes | None) -> None:
         # no epoch bump: replay changes group metadata only while the shard loads (and no lease names a group
@@ -319,8 +332,8 @@ class Coordinator:
         self._epoch += 1
         env, fx = self._env, Effects(now_ms)
         shard = env.shards[shard_id]
-        if shard.status is not ShardStatus.LOADING:
-            raise ValueError(f"shard {shard_id} is not loading")
+        if shard.status is not ShardStatus.LOADING and shard.status is not ShardStatus.FOLLOWING:
+            raise ValueError(f"shard {shard_id} is not loading or following")
         shard.finish_loading()
         for group in shard.groups.values():
             for member in group.members.values():
@@ -328,7 +341,9 @@ class Coordinator:
         env.timers.schedule(("retention", shard_id), now_ms + max(env.cfg.offsets_retention_check_interval_ms, 1))
         return self._finish(fx)
 
-    def unload(self, shard_id: int, now_ms: int) -> Outcome:
+    def unload(self, shard_id: int, now_ms: int, *, following: bool = False) -> Outcome:
+        """Stop serving the shard: parked requests answer NOT_COORDINATOR, its timers are cancelled, its
+        groups go Dead; it is left empty, NOT_OWNED (or FOLLOWING: a follower that replays its log again)."""
         self._epoch += 1
         env, fx = self._env, Effects(now_ms)
         shard = env.shards[shard_id]
@@ -343,7 +358,7 @@ class Coordinator:
             env.timers.cancel(("sync", gid))
             group.transition(DEAD, now_ms)
         env.timers.cancel(("retention", shard_id))
-        shard.reset(ShardStatus.NOT_OWNED)
+        shard.reset(ShardStatus.FOLLOWING if following else ShardStatus.NOT_OWNED)
         return self._finish(fx)
 
     # ------------------------------------------------------------ introspection (read-only)

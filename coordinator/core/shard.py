@@ -4,10 +4,13 @@ Rules:
 - status NOT_OWNED -> LOADING (runtime feeds every stored record through ``replay``) -> ACTIVE
   (``finish_loading``) -> NOT_OWNED (unload). Requests for a LOADING shard answer
   COORDINATOR_LOAD_IN_PROGRESS, for a NOT_OWNED one NOT_COORDINATOR.
+- Cluster mode adds FOLLOWING: a shard this node replicates but does not lead is kept replayed from its log
+  as the replica receives it (NOT_OWNED/ACTIVE -> FOLLOWING -> ACTIVE at ``finish_loading``). Requests answer
+  NOT_COORDINATOR exactly as for NOT_OWNED; ``replay`` works as while LOADING; no timer ever runs for it.
 - ``replay(key, value)`` is the same function at load time and after each durable append:
   offset commit records and their tombstones always apply; group metadata records rebuild the group only
-  while LOADING (when ACTIVE the handler already changed the in-memory group, exactly as Kafka's classic
-  groups are not re-replayed after their own writes).
+  while LOADING or FOLLOWING (when ACTIVE the handler already changed the in-memory group, exactly as
+  Kafka's classic groups are not re-replayed after their own writes).
 - When ACTIVE every group id with committed offsets has a Group object (offsets-only "simple" groups
   are Empty with no protocol type), so listing, describing and deleting see them.
 - ``pending_commits`` counts offset commits written but not yet durable per (group, topic, partition);
@@ -37,10 +40,12 @@ TopicPartition = tuple[str, int]
 class ShardStatus(str, Enum):
     NOT_OWNED = "not-owned"
     LOADING = "loading"
+    FOLLOWING = "following"
     ACTIVE = "active"
 
 
 _ACTIVE = ShardStatus.ACTIVE  # a module global: reading an Enum member off its class costs ~5x more
+REPLAYING = frozenset((ShardStatus.LOADING, ShardStatus.FOLLOWING))  # group metadata records rebuild groups
 
 
 class Shard:
@@ -85,7 +90,7 @@ class Shard:
 
     def _replay_other(self, key: bytes, value: bytes | None) -> None:
         decoded = decode_key(key)
-        if isinstance(decoded, GroupMetadataKey) and self.status is ShardStatus.LOADING:
+        if isinstance(decoded, GroupMetadataKey) and self.status in REPLAYING:
             if value is None:
                 self.groups.pop(decoded.group, None)
             else:

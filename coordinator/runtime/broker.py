@@ -1,6 +1,9 @@
 """The node's request handlers: routes each decoded request to what serves it.
 
 Rules:
+- The broker is the composition root (with server.py): it builds the services and wires them together;
+  nothing else in the runtime imports it. Connections know it as a ``dispatch.RequestHandler``, the
+  services as a ``services.ServerContext``.
 - ``handlers`` maps api key -> handler; ApiVersions advertises exactly the declared ranges of the APIs that
   have a handler, so a client never sees an API we cannot serve.
 - A handler either completes the slot at once or keeps it and completes it later (group coordination,
@@ -24,6 +27,7 @@ from coordinator.core.coordinator import SUPPORTED_APIS
 from coordinator.metrics import Metrics
 from coordinator.runtime.configs import ConfigService
 from coordinator.runtime.connection_limits import ConnectionLimits
+from coordinator.runtime.dispatch import Handler
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
 from coordinator.runtime.topic_cleaner import user_compaction_loop
@@ -42,13 +46,12 @@ from protocol.messages import ALL
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
     from coordinator.runtime.cluster_topics import ClusterTopics
-    from coordinator.runtime.connection import Connection, Slot
+    from coordinator.runtime.connection import Connection
+    from coordinator.runtime.dispatch import ClientConnection, Slot
     from coordinator.runtime.replication import Replication
     from coordinator.storage.log import PartitionLog
 
 log = logging.getLogger("groupcoord.broker")
-
-Handler = Callable[[Request, "Slot"], None]
 
 
 def _has_top_level_error(api_key: int, version: int) -> bool:
@@ -79,6 +82,7 @@ class Broker:
         self.groups: GroupService | None = None
         self.commit: GroupCommit | None = None
         self.topic_service: TopicService | None = None
+        self.cluster_topics: ClusterTopics | None = None  # cluster mode: the user topics' cluster half
         self.cluster: ClusterMember | None = None  # cluster mode (zookeeper.connect set), else None
         self.replication: Replication | None = None  # cluster mode: replication.py
         self.nursery: trio.Nursery  # set while running
@@ -116,8 +120,8 @@ class Broker:
         if self.cluster is not None:  # cluster mode (#20): user topics follow ZooKeeper
             from coordinator.runtime.cluster_topics import ClusterTopics
 
-            ts.cluster = ClusterTopics(ts, self.cluster)
-            self._start_replication(ts.cluster)
+            ts.cluster = self.cluster_topics = ClusterTopics(ts, self.cluster)
+            self._start_replication(self.cluster_topics)
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
         self.handlers[10] = self.groups.handle_find_coordinator
@@ -149,7 +153,7 @@ class Broker:
                 self.config["min.insync.replicas"]
 
         self.replication = Replication(self.config, self.cluster, open_log, ts._wake_fetchers, min_isr_of,
-                                       on_lead=ts.forget_producer_states)
+                                       on_lead=ts.forget_producer_states, commit=self.commit)
         cluster_topics.replication = self.replication
         groups.use_replication(self.replication, self.config["offsets.commit.timeout.ms"] / 1000)
         self.handlers[23] = self.replication.handle_offset_for_leader_epoch
@@ -291,7 +295,7 @@ class Broker:
         self.limits.opened(conn.host)
         self.metrics.connections.set(len(self.connections))
 
-    def connection_closed(self, conn: Connection) -> None:
+    def connection_closed(self, conn: ClientConnection) -> None:
         if self.groups is not None:
             self.groups.connection_closed(conn)
         if self.commit is not None:
@@ -361,7 +365,7 @@ class Broker:
         assert self.cluster is not None
         view = self.cluster.view
         wanted = request.body.get("topics")
-        ct = self.topic_service.cluster if self.topic_service is not None else None
+        ct = self.cluster_topics
         allow = request.body.get("allow_auto_topic_creation", True)
         if wanted is None or (request.version == 0 and not wanted):
             names = sorted(view.assignments)

@@ -32,18 +32,43 @@ Rules (Apache Kafka's ZooKeeper-era broker is the spec):
   auto-creation (``auto.create.topics.enable``, ``num.partitions``, ``default.replication.factor``) is
   queued with the member and answered LEADER_NOT_AVAILABLE; a default replication factor above the live
   brokers is INVALID_REPLICATION_FACTOR (Kafka's KafkaApis.createTopic).
-- CreatePartitions is refused (INVALID_REQUEST naming the reason) until it is built for the cluster.
+- Topic configs live in ZooKeeper (``/config/topics/<t>``). DescribeConfigs on any node answers from the
+  member's copy (``configs_of``: every topic of the view, whether or not this node holds a replica), checked
+  as CreateTopics checks them (a config ZooKeeper holds that this server refuses: the server's defaults,
+  logged). AlterConfigs/IncrementalAlterConfigs (``alter_configs``, after configs.py's checks) write the new
+  overrides through the member (version-checked, with a change notification) and are answered once
+  ZooKeeper took them: 0, UNKNOWN_TOPIC_OR_PARTITION when the topic is gone, INVALID_CONFIG when the change
+  does not apply to ZooKeeper's current overrides, REQUEST_TIMED_OUT (retriable) when ZooKeeper failed or
+  did not answer. The writing node applies them to its logs before answering; every node applies what it
+  reads while following (``follow``: the local logs' LogConfig, produce rules and ``min.insync.replicas``
+  through ``TopicService.set_configs``, which keeps the local copy a restart starts from until ZooKeeper is
+  read). The offsets topic's configs stay fixed (configs.py).
+- CreatePartitions (Kafka's ``ZkAdminManager.createPartitions``; any node, as CreateTopics): a topic named
+  twice is INVALID_REQUEST "Duplicate topic in request." (one answer); queued for deletion
+  INVALID_TOPIC_EXCEPTION; unknown UNKNOWN_TOPIC_OR_PARTITION; the offsets topic INVALID_PARTITIONS (its count
+  is ``offsets.topic.num.partitions``); a count that does not grow INVALID_PARTITIONS with Kafka's messages,
+  more than ``MAX_PARTITIONS`` likewise. Explicit assignments: brokers must be live, one per new partition,
+  non-empty, distinct, of the topic's replication factor (INVALID_REPLICA_ASSIGNMENT, Kafka's messages);
+  otherwise ``assign_replicas`` places them as Kafka's ``createNewPartitionsAssignment`` does (start at the
+  first broker whose id is at least partition 0's first replica; more replicas than live brokers is
+  INVALID_REPLICATION_FACTOR). ``validate_only`` writes nothing. The assignment is re-checked against
+  ZooKeeper's and written at its version (retried when it moved); the answer waits for the new partitions'
+  leaders as CreateTopics does; a ``timeout_ms`` <= 0 answers REQUEST_TIMED_OUT at once after the write, as
+  Kafka does (librdkafka hides it). Every replica creates the new local logs while following the view.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from coordinator.cluster.assignment import assign_replicas
 from coordinator.cluster.metadata import topic_entry
 from coordinator.cluster.state import NO_LEADER, ClusterView
+from coordinator.cluster.zk import ZkError
 from coordinator.core import topic_configs as tc
 from coordinator.runtime.topics import _shown, topic_id, valid_topic_name
 from coordinator.storage.errors import StorageError
@@ -51,7 +76,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
-    from coordinator.runtime.connection import Slot
+    from coordinator.runtime.dispatch import Slot
     from coordinator.runtime.replication import Replication
     from coordinator.runtime.topics import TopicService
     from coordinator.storage.log import PartitionLog
@@ -60,6 +85,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupcoord.cluster.topics")
 
 MAX_WAIT_S = 60.0  # CreateTopics/DeleteTopics wait at most this long for the view, whatever timeout_ms says
+MAX_PARTITIONS = 10_000  # a topic's partition count at most (as single-node mode's CreateTopics/CreatePartitions)
 
 
 class ClusterTopics:
@@ -70,6 +96,7 @@ class ClusterTopics:
         self.node_id = member.node_id
         self._known: set[str] = set()  # user topics of the last view followed
         self._strays: set[str] = set()  # local topics ZooKeeper does not name (logged once)
+        self._checked: dict[str, tuple[dict[str, str], dict[str, str]]] = {}  # topic -> (ZooKeeper's, checked)
         self.replication: Replication | None = None  # set by the broker
         member.on_topics = self.follow
 
@@ -79,15 +106,12 @@ class ClusterTopics:
         for topic, parts in view.assignments.items():
             if topic.startswith("__"):
                 continue
+            overrides = self._overrides(topic, configs.get(topic, {}))
+            if ts.partition_count(topic) is not None and ts.configs_of(topic) != overrides:
+                self._apply_configs(topic, overrides)  # changed in ZooKeeper (or while this node was down)
             mine = {p for p, replicas in parts.items() if self.node_id in replicas}
             if not mine or all(ts.logs.get(topic, p) is not None for p in mine):
                 continue
-            overrides = configs.get(topic, {})
-            try:
-                overrides = tc.validate(overrides, self.config)
-            except tc.InvalidConfig as e:
-                log.error("topic %s: its config in ZooKeeper is refused (%s); using the server's defaults", topic, e)
-                overrides = {}
             try:
                 ts.create(topic, max(mine) + 1, overrides, only=mine)
                 log.info("created local logs of %s partitions %s", topic, sorted(mine))
@@ -106,6 +130,55 @@ class ClusterTopics:
                 self._strays.add(topic)
                 log.warning("local topic %s is not in the cluster (ZooKeeper): kept on disk, not served", topic)
         self._known = {t for t in view.assignments if not t.startswith("__")}
+        for topic in [t for t in self._checked if t not in view.assignments]:
+            del self._checked[topic]
+
+    # ---------------------------------------------------------------- topic configs
+    def _overrides(self, topic: str, raw: dict[str, str]) -> dict[str, str]:
+        """A topic's overrides as ZooKeeper holds them, checked (cached while they stay the same); refused
+        ones give the server's defaults, logged once."""
+        cached = self._checked.get(topic)
+        if cached is not None and cached[0] == raw:
+            return cached[1]
+        try:
+            checked = tc.validate(raw, self.config)
+        except tc.InvalidConfig as e:
+            log.error("topic %s: its config in ZooKeeper is refused (%s); using the server's defaults", topic, e)
+            checked = {}
+        self._checked[topic] = (dict(raw), checked)
+        return checked
+
+    def _apply_configs(self, topic: str, overrides: dict[str, str]) -> None:
+        try:
+            self.ts.set_configs(topic, overrides)
+        except (StorageError, OSError) as e:  # retried on the next view (the local copy still differs)
+            log.error("applying the configs of topic %s failed: %s", topic, e)
+
+    def configs_of(self, name: str) -> dict[str, str] | None:
+        """A user topic's overrides (ZooKeeper's, checked), or None when the view has no such topic."""
+        if name.startswith("__") or name not in self.member.view.assignments:
+            return None
+        return dict(self._overrides(name, self.member.topic_configs.get(name, {})))
+
+    async def alter_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]]
+                            ) -> tuple[int, str | None]:
+        """Write a topic's changed overrides to ZooKeeper and apply them here; (error code, message)."""
+        try:
+            new = await self.member.alter_topic_config(name, change)
+        except tc.InvalidConfig as e:
+            return ErrorCode.INVALID_CONFIG, str(e)
+        except ZkError as e:
+            log.warning("altering the configs of topic %s failed: %s", name, e)
+            return ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper did not take the change: {e}"
+        except Exception as e:  # a bug answers this resource, never takes the server down
+            log.exception("altering the configs of topic %s failed", name)
+            return ErrorCode.UNKNOWN_SERVER_ERROR, str(e)[:200]
+        if new is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        overrides = self._overrides(name, new)
+        if self.ts.partition_count(name) is not None and self.ts.configs_of(name) != overrides:
+            self._apply_configs(name, overrides)
+        return 0, None
 
     def lead_error(self, topic: str, partition: int, fetch: dict[str, Any] | None = None, acks: int = 1) -> int:
         """0 when this node leads the partition (and may serve the request), else the error to answer."""
@@ -336,6 +409,123 @@ class ClusterTopics:
 
     # ---------------------------------------------------------------- CreatePartitions
     def handle_create_partitions(self, req: Request, slot: Slot) -> None:
-        slot.complete({"throttle_time_ms": 0, "results": [
-            {"name": t["name"], "error_code": ErrorCode.INVALID_REQUEST,
-             "error_message": "CreatePartitions is not supported in cluster mode yet"} for t in req.body["topics"]]})
+        view = self.member.view
+        live = sorted(view.brokers)
+        counts = Counter(t["name"] for t in req.body["topics"])
+        results: list[dict[str, Any]] = [
+            {"name": n, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "Duplicate topic in request."}
+            for n, c in counts.items() if c > 1]
+        to_grow: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for t in req.body["topics"]:
+            name = t["name"]
+            if counts[name] > 1:
+                continue
+            res: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+            results.append(res)
+            if name in self.member.deleting:
+                problem: tuple[int, str] | None = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")
+            else:
+                problem = self._new_partitions(name, t, view.assignments.get(name), live)[1]
+            if problem is not None:
+                res.update(error_code=problem[0], error_message=problem[1])
+            elif not req.body.get("validate_only"):
+                to_grow.append((res, t))
+        if not to_grow:
+            slot.complete({"throttle_time_ms": 0, "results": results})
+            return
+        timeout_ms = req.body.get("timeout_ms", 30000)
+        timeout_s = min(MAX_WAIT_S, max(0, timeout_ms) / 1000)
+        self.ts.broker.nursery.start_soon(self._grow, slot, results, to_grow, timeout_s)
+
+    def _new_partitions(self, name: str, t: dict[str, Any], existing: dict[int, tuple[int, ...]] | None,
+                        live: list[int]) -> tuple[dict[int, tuple[int, ...]], tuple[int, str] | None]:
+        """The new partitions' replicas for growing ``existing`` as ``t`` asks, or the error refusing it."""
+        none: dict[int, tuple[int, ...]] = {}
+        if name == self.member.offsets_topic:
+            return none, (ErrorCode.INVALID_PARTITIONS, f"The partition count of {name} is fixed by "
+                          "offsets.topic.num.partitions.")
+        if existing is None or name.startswith("__"):
+            return none, (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic {_shown(name)} does not exist.")
+        old, count = len(existing), t["count"]
+        if count < old:
+            return none, (ErrorCode.INVALID_PARTITIONS, f"Topic currently has {old} partitions, which is higher "
+                          f"than the requested {count}.")
+        if count == old:
+            return none, (ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+        if count > MAX_PARTITIONS:
+            return none, (ErrorCode.INVALID_PARTITIONS, f"Topic {name} may have at most {MAX_PARTITIONS} "
+                          f"partitions; {count} is too many.")
+        added = count - old
+        first = existing.get(0) or existing[min(existing)]
+        rf = len(first)
+        given = t["assignments"]
+        if given is None:
+            if rf > len(live):
+                return none, (ErrorCode.INVALID_REPLICATION_FACTOR,
+                              f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+            start = next((i for i, b in enumerate(live) if b >= first[0]), 0)
+            return assign_replicas(live, added, rf, start_index=start, first_partition=old), None
+        lists = [tuple(a["broker_ids"]) for a in given]
+        unknown = sorted({b for r in lists for b in r} - set(live))
+        bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        if unknown:
+            return none, (bad, f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+        if len(lists) != added:
+            return none, (bad, f"Increasing the number of partitions by {added} but {len(lists)} assignments "
+                          "provided.")
+        replicas = {old + i: r for i, r in enumerate(lists)}
+        for p, r in replicas.items():
+            if not r:
+                return none, (bad, f"Cannot have replication factor of 0 for partition id {p}.")
+            if len(set(r)) != len(r):
+                return none, (bad, f"Duplicate brokers not allowed in replica assignment: "
+                              f"{', '.join(map(str, r))} for partition id {p}.")
+        wrong = [(p, len(r)) for p, r in replicas.items() if len(r) != rf]
+        if wrong:
+            return none, (bad, f"Inconsistent replication factor between partitions, partition 0 has {rf} while "
+                          f"partitions [{', '.join(str(p) for p, _ in wrong)}] have replication factors "
+                          f"[{', '.join(str(n) for _, n in wrong)}], respectively.")
+        return replicas, None
+
+    async def _grow(self, slot: Slot, results: list[dict[str, Any]],
+                    to_grow: list[tuple[dict[str, Any], dict[str, Any]]], timeout_s: float) -> None:
+        grown: list[tuple[str, list[int]]] = []
+        for res, t in to_grow:
+            try:
+                problem, added = await self._grow_one(t)
+            except (ZkError, ValueError) as e:  # a ZooKeeper fault answers this topic, never the server
+                log.warning("growing topic %s failed: %s", t["name"], e)
+                problem, added = (ErrorCode.REQUEST_TIMED_OUT, f"ZooKeeper did not take the partitions: {e}"), []
+            except Exception as e:  # a bug answers this topic, never takes the server down
+                log.exception("growing topic %s failed", t["name"])
+                problem, added = (ErrorCode.UNKNOWN_SERVER_ERROR, str(e)[:200]), []
+            if problem is not None:
+                res.update(error_code=problem[0], error_message=problem[1])
+            else:
+                grown.append((t["name"], added))
+
+        def led(view: ClusterView) -> bool:
+            return all(view.leader(name, p) != NO_LEADER for name, added in grown for p in added)
+
+        if grown and (timeout_s <= 0 or not await self.member.wait_view(led, timeout_s)):
+            for res in results:
+                if any(res["name"] == name for name, _ in grown):
+                    res.update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None if timeout_s <= 0 else
+                               "the partitions were created; their leaders were not elected in time")
+        if not slot.done:
+            slot.complete({"throttle_time_ms": 0, "results": results})
+
+    async def _grow_one(self, t: dict[str, Any]) -> tuple[tuple[int, str] | None, list[int]]:
+        """Check ``t`` against ZooKeeper's assignment and write the grown one at its version (read again
+        when another write moved it): (error, new partitions)."""
+        name = t["name"]
+        for _ in range(3):
+            current = await self.member.topic_assignment(name)
+            replicas, problem = self._new_partitions(name, t, None if current is None else current[0],
+                                                     sorted(self.member.view.brokers))
+            if problem is not None:
+                return problem, []
+            assert current is not None
+            if await self.member.set_topic_assignment(name, {**current[0], **replicas}, current[1]):
+                return None, sorted(replicas)
+        return (ErrorCode.REQUEST_TIMED_OUT, f"the assignment of topic {name} kept changing"), []

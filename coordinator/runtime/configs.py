@@ -16,12 +16,16 @@ Rules:
   replaces the topic's overrides with those given, IncrementalAlterConfigs applies SET/DELETE/APPEND/
   SUBTRACT to them; a key named twice in one resource is INVALID_REQUEST. Unless ``validate_only``, the new
   overrides are stored and applied at once. BROKER alter: INVALID_REQUEST naming the static settings.
+- Cluster mode (``topics.cluster`` set): topic overrides are ZooKeeper's (``cluster_topics``): describe and
+  the checks above read them there; an alter that passes the checks is written to ZooKeeper (the change
+  applied to its current overrides, version-checked) and the whole answer waits until ZooKeeper took every
+  such write (``_write_all``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from coordinator.config import KEYS as SERVER_KEYS
@@ -33,8 +37,8 @@ from coordinator.storage.errors import StorageError
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from coordinator.runtime.broker import Broker
-    from coordinator.runtime.connection import Slot
+    from coordinator.runtime.dispatch import Slot
+    from coordinator.runtime.services import ServerContext
     from coordinator.runtime.topics import TopicService
     from protocol.codec import Request
 
@@ -42,6 +46,7 @@ log = logging.getLogger("groupcoord.configs")
 
 TOPIC, BROKER = 2, 4
 TYPE_NAMES = {0: "UNKNOWN", 2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS", 32: "GROUP"}
+Write = Callable[[], Awaitable[tuple[int, str | None]]]  # cluster mode: a ZooKeeper write -> (error, message)
 _OFFSETS_OVERRIDES = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 
 
@@ -66,13 +71,13 @@ def _server_string(value: Any) -> str:
 
 
 class ConfigService:
-    def __init__(self, broker: Broker, topics: TopicService) -> None:
+    def __init__(self, broker: ServerContext, topics: TopicService) -> None:
         self.broker = broker
         self.topics = topics
         self.config = broker.config
         self._describe: dict[int, Callable[[str, list[str] | None, bool, bool], list[dict[str, Any]]]] = {
             TOPIC: self._describe_topic, BROKER: self._describe_broker}
-        self._alter: dict[int, Callable[[str, Callable[[dict[str, str]], dict[str, str]], bool], None]] = {
+        self._alter: dict[int, Callable[[str, Callable[[dict[str, str]], dict[str, str]], bool], Write | None]] = {
             TOPIC: self._alter_topic, BROKER: self._alter_broker}
 
     # ---------------------------------------------------------------- DescribeConfigs
@@ -100,7 +105,7 @@ class ConfigService:
             return dict(_OFFSETS_OVERRIDES)
         if not valid_topic_name(name):
             raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal")
-        overrides = self.topics.configs_of(name)
+        overrides = (self.topics.cluster or self.topics).configs_of(name)
         if overrides is None:
             raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
         return overrides
@@ -160,6 +165,7 @@ class ConfigService:
                    change_of: Callable[[list[dict[str, Any]]], Callable[[dict[str, str]], dict[str, str]]]) -> None:
         validate_only = bool(req.body.get("validate_only"))
         out = []
+        writes: list[tuple[dict[str, Any], Write]] = []
         for r in req.body["resources"]:
             rtype, name = r["resource_type"], r["resource_name"]
             res: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": rtype,
@@ -172,7 +178,9 @@ class ConfigService:
                 names = [c["name"] for c in r["configs"]]
                 if len(set(names)) != len(names):
                     raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-                alter(name, self._named(rtype, r["configs"], change_of), validate_only)
+                write = alter(name, self._named(rtype, r["configs"], change_of), validate_only)
+                if write is not None:
+                    writes.append((res, write))
             except ResourceError as e:
                 res.update(error_code=e.code, error_message=e.message)
             except tc.InvalidConfig as e:
@@ -181,7 +189,16 @@ class ConfigService:
                 log.error("storing configs of %s failed: %s", name, e)
                 res.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
             out.append(res)
+        if writes:
+            self.broker.nursery.start_soon(self._write_all, slot, {"throttle_time_ms": 0, "responses": out}, writes)
+            return
         slot.complete({"throttle_time_ms": 0, "responses": out})
+
+    async def _write_all(self, slot: Slot, body: dict[str, Any], writes: list[tuple[dict[str, Any], Write]]) -> None:
+        for res, write in writes:
+            res["error_code"], res["error_message"] = await write()
+        if not slot.done:
+            slot.complete(body)
 
     def _named(self, rtype: int, given: list[dict[str, Any]],
                change_of: Callable[[list[dict[str, Any]]], Callable[[dict[str, str]], dict[str, str]]]
@@ -192,16 +209,20 @@ class ConfigService:
         return change_of(given)
 
     def _alter_topic(self, name: str, change: Callable[[dict[str, str]], dict[str, str]], validate_only: bool
-                     ) -> None:
+                     ) -> Write | None:
         if name == OFFSETS_TOPIC:
             raise ResourceError(ErrorCode.INVALID_CONFIG, f"the configs of {OFFSETS_TOPIC} are fixed by this server")
         current = self._topic_overrides(name)
         new = change(current)
+        cluster = self.topics.cluster
+        if not validate_only and cluster is not None:
+            return lambda: cluster.alter_configs(name, change)
         if not validate_only:
             self.topics.set_configs(name, new)
+        return None
 
     def _alter_broker(self, name: str, change: Callable[[dict[str, str]], dict[str, str]], validate_only: bool
-                      ) -> None:
+                      ) -> Write | None:
         if name != "":
             self._check_broker_name(name)
         keys = ", ".join(sorted(change({}))) or "(none)"

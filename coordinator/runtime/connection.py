@@ -1,13 +1,16 @@
 """One client connection: read frames, dispatch, write responses in request order.
 
 Rules:
+- A connection is given a ``RequestHandler`` (dispatch.py; the broker is one), not the broker: it reads of
+  it only what that protocol names, and its slots (``dispatch.Slot``) are all the services see of it
+  (``dispatch.ClientConnection``). Imports flow one way: connection -> dispatch -> services.
 - Each request gets a ``Slot`` in arrival order; a slot completes now or later (a JoinGroup that waits for
   the rebalance, an OffsetCommit that waits for its fsync). Completed slots leave strictly in slot order:
   every consecutive completed slot at the head moves to the output list, and the output list goes out in
   one ``send_all``. One send at a time: whoever finds a send under way waits for it and then sends what
   has gathered meanwhile.
-- Hot path: a request whose API has a hot decoder (``broker.hot_decoders``) is decoded by it (None: by the
-  generic codec). A request whose API has a hot handler (``broker.hot``) is first offered to it; a frame it
+- Hot path: a request whose API has a hot decoder (``handler.hot_decoders``) is decoded by it (None: by the
+  generic codec). A request whose API has a hot handler (``handler.hot``) is first offered to it; a frame it
   returns is the answer, with no slot when nothing is pending ahead of it (it goes straight to the output
   list), else as an already-completed slot, so the order still holds. ``None`` means the generic path.
 - Reading a socket: the run's poller (poller.py) calls ``on_readable`` when the socket has data; it reads
@@ -29,7 +32,7 @@ Rules:
   unknown API, an unsupported version) closes the connection with one log line. ApiVersions with a version
   we do not support is answered with error 35 and a v0 body, as Kafka does.
 - A slot whose request needs no response (Produce with acks=0) completes with ``None`` and writes nothing.
-- When the connection ends, pending slots are dropped and the broker is told (``connection_closed``).
+- When the connection ends, pending slots are dropped and the request handler is told (``connection_closed``).
 - Hand-off: a slot may be handed to the fsync child, which writes its answer to this socket itself once its
   write is durable (hand_off.py). Handed slots are always a prefix of the slot order, and a slot may be
   handed only when every slot ahead of it is handed and nothing of ours is waiting to be sent or being sent
@@ -46,17 +49,18 @@ import logging
 import os
 import socket
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
+from coordinator.runtime.dispatch import Slot
 from coordinator.runtime.poller import Poller
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import FrameReader
 
 if TYPE_CHECKING:
-    from coordinator.runtime.broker import Broker
+    from coordinator.runtime.dispatch import RequestHandler
 
 log = logging.getLogger("groupcoord.connection")
 
@@ -67,51 +71,21 @@ DONE, FULL, TURN = 0, 1, 2  # what stopped a turn: the frames read ran out, a bu
 _keys = itertools.count(1)  # connection keys: unique for the process's life (never reused like fds)
 
 
-class Slot:
-    """A request's place in its connection's response order; also the token the core completes."""
-
-    __slots__ = ("api_key", "conn", "correlation_id", "done", "frame", "started", "version")
-
-    def __init__(self, conn: Connection, api_key: int, version: int, correlation_id: int, started: float) -> None:
-        self.conn = conn
-        self.api_key = api_key
-        self.version = version
-        self.correlation_id = correlation_id
-        self.frame: bytes | None = None
-        self.done = False
-        self.started = started
-
-    def complete(self, body: dict[str, Any] | None) -> None:
-        """Complete with a response body (None: the request needs no response)."""
-        if not self.done:
-            self.complete_frame(None if body is None else
-                                codec.encode_response(self.api_key, self.version, self.correlation_id, body))
-
-    def complete_frame(self, frame: bytes | None) -> None:
-        """Complete with a response frame already encoded (a hot path's hand-built answer)."""
-        if self.done:
-            return
-        self.frame = frame
-        self.done = True
-        if not self.conn.dispatching:  # the reader collects what completes while it dispatches
-            self.conn.wake()
-
-
 class Connection:
-    def __init__(self, stream: trio.SocketStream, broker: Broker, peer: str) -> None:
+    def __init__(self, stream: trio.SocketStream, handler: RequestHandler, peer: str) -> None:
         self.stream = stream
-        self.broker = broker
+        self.handler = handler
         self.peer = peer
         self.host = peer.rsplit(":", 1)[0]
         self.client_id: str | None = None
         self.slots: deque[Slot] = deque()
-        self.reader = FrameReader(broker.config["socket.request.max.bytes"])
-        self.max_inflight = broker.config["max.inflight.requests.per.connection"]
-        self.budget = broker.config["socket.max.pending.response.bytes"]
+        self.reader = FrameReader(handler.config["socket.request.max.bytes"])
+        self.max_inflight = handler.config["max.inflight.requests.per.connection"]
+        self.budget = handler.config["socket.max.pending.response.bytes"]
         self.last_request = trio.current_time()  # when a whole request was last read (idle reaping)
         self.deferred = False  # in the poller's backlog: whole frames wait in the reader for a turn
         self.dispatching = False
-        self._hot_decoders = broker.hot_decoders
+        self._hot_decoders = handler.hot_decoders
         self._out: list[bytes] = []  # response frames ready to send, all ahead of every slot
         self._sending = False
         self._sent: trio.Event | None = None  # made by the first to wait for a send under way
@@ -200,7 +174,7 @@ class Connection:
         except* Exception:  # a bug in one connection closes that connection, never the server
             log.exception("connection %s failed; closing it", self.peer)
         finally:
-            self.broker.connection_closed(self)
+            self.handler.connection_closed(self)
             with trio.move_on_after(1):
                 await self.stream.aclose()
 
@@ -328,7 +302,7 @@ class Connection:
         """Serve the whole frames read so far, for one turn: DONE when none is left, FULL when the in-flight
         cap or the byte budget of held answers stopped it, TURN after ``TURN_REQUESTS`` frames (the rest
         stays in the frame reader either way). A protocol error ends the connection (``_ended``)."""
-        hot_get = self.broker.hot.get
+        hot_get = self.handler.hot.get
         slots = self.slots
         next_frame = self.reader.next_frame
         max_inflight = self.max_inflight
@@ -356,7 +330,7 @@ class Connection:
                 if payload is None:
                     break
                 served += 1
-                # hot path: api keys below 256, handler by the key's low byte (see Broker.hot)
+                # hot path: api keys below 256, handler by the key's low byte (see RequestHandler.hot)
                 if len(payload) >= 10 and not payload[0]:
                     api_key = payload[1]
                     handler = hot_get(api_key)
@@ -375,8 +349,8 @@ class Connection:
                 if slots and (last := slots[-1]).done and last.frame is not None:  # answered at once
                     held += len(last.frame)
         except ProtocolError as e:
-            self.broker.metrics.protocol_error(type(e).__name__)
-            self.broker.connection_log.warning("closing connection %s (client %s): %s", self.peer,
+            self.handler.metrics.protocol_error(type(e).__name__)
+            self.handler.connection_log.warning("closing connection %s (client %s): %s", self.peer,
                                                self.client_id, e)
             self._end(True)
             return DONE
@@ -429,7 +403,7 @@ class Connection:
 
     def _count_hot(self, hot: list[int], started: float) -> None:
         """Metrics of the requests one read answered on the hot path (all took the read's time)."""
-        metrics = self.broker.metrics
+        metrics = self.handler.metrics
         took = trio.current_time() - started
         first = hot[0]
         n = len(hot)
@@ -452,13 +426,13 @@ class Connection:
                 raise
             slot = Slot(self, API_VERSIONS, 0, e.correlation_id, now)
             self.slots.append(slot)
-            slot.complete(self.broker.api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+            slot.complete(self.handler.api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
             return
         header = request.header
         self.client_id = header.client_id
         slot = Slot(self, header.api_key, header.api_version, header.correlation_id, now)
         self.slots.append(slot)
-        self.broker.handle(request, slot)
+        self.handler.handle(request, slot)
 
     def _collect(self) -> None:
         """Move every completed slot at the head of the order to the output list."""
@@ -466,7 +440,7 @@ class Connection:
         if not slots or not slots[0].done:
             return
         now = trio.current_time()
-        request_done = self.broker.metrics.request_done
+        request_done = self.handler.metrics.request_done
         out = self._out
         while slots and slots[0].done:
             slot = slots.popleft()

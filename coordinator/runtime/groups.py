@@ -27,9 +27,11 @@ Rules:
 - Cluster mode (``broker.cluster`` set): offsets writes are answered once replicated (``use_replication``;
   a write the replicas did not take in time answers COORDINATOR_NOT_AVAILABLE, a lost leadership
   NOT_COORDINATOR); no ``load_all``; ``follow_leadership`` gets the offsets partitions
-  this node leads and ``leadership_loop`` loads those (one at a time, as at startup) and unloads the others
-  (their groups answer NOT_COORDINATOR, parked requests included). FindCoordinator names the leader of the
-  group's offsets partition, or COORDINATOR_NOT_AVAILABLE while it has none.
+  this node leads (and, from replication's logs, the ones it replicates) and ``leadership_loop`` serves
+  the led ones, keeps the followed ones replayed as their logs grow (FOLLOWING: ``follower_replay``, so a
+  led one that was followed serves at once; one that was not is loaded, one at a time, as at startup) and
+  unloads the others; a lost leadership answers NOT_COORDINATOR, parked requests included. FindCoordinator
+  names the leader of the group's offsets partition, or COORDINATOR_NOT_AVAILABLE while it has none.
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ from coordinator.core.coordinator import Coordinator, HeartbeatLease
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.core.shard import ShardStatus
+from coordinator.runtime.follower_replay import FollowerReplay
+from coordinator.runtime.offsets_reader import REPLAY_CHUNK as _REPLAY_CHUNK
+from coordinator.runtime.offsets_reader import log_skipped_record as _log_skipped_record
+from coordinator.runtime.offsets_reader import read_offsets_partition  # noqa: F401 (re-exported)
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
@@ -64,13 +70,12 @@ from protocol.hotpath import (
     heartbeat_answer_parts,
     offset_commit_answer,
 )
-from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
 
 if TYPE_CHECKING:
-    from coordinator.runtime.broker import Broker
-    from coordinator.runtime.connection import Connection, Slot
+    from coordinator.runtime.dispatch import ClientConnection, Slot
     from coordinator.runtime.group_commit import GroupCommit
     from coordinator.runtime.replication import Replication
+    from coordinator.runtime.services import ServerContext
 
 GC_YOUNG_THRESHOLD = 10_000
 
@@ -81,10 +86,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # (batches there are built by this process, so append skips re-verifying their CRC)
 OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None,
                                retention_bytes=None, verify_crc_on_append=False)
-_READ_CHUNK = 4 * 1024 * 1024
 OFFSET_DELETE = 47
 _PARKING_APIS = frozenset((11, 14))  # JoinGroup and SyncGroup wait in their member for the rebalance
-_REPLAY_CHUNK = 50_000  # records replayed between two trio checkpoints while loading
 
 
 def now_ms() -> int:
@@ -94,55 +97,6 @@ def now_ms() -> int:
 def group_config(cfg: Any) -> GroupConfig:
     keys = GroupConfig.kafka_keys()
     return GroupConfig.from_kafka_keys({k: cfg[k] for k in keys if cfg.get(k) is not None})
-
-
-def read_offsets_partition(plog: PartitionLog, problems: list[str] | None = None
-                           ) -> list[tuple[bytes, bytes | None]]:
-    """Every (key, value) stored in an offsets partition, in offset order (runs in a worker thread); what
-    was skipped as corrupt is appended to ``problems`` when given.
-
-    Every batch's CRC is checked: storage re-validates only what lies past its recovery point, so after a
-    clean shutdown a damaged byte would otherwise be replayed (or crash the load). A batch that fails is
-    skipped (later batches still apply: the log is last-write-wins per key); framing that cannot be
-    followed ends the read of this partition. Either way one problem line is reported per occurrence.
-    """
-    out: list[tuple[bytes, bytes | None]] = []
-    if problems is None:
-        problems = []
-    offset = plog.log_start_offset
-    end = plog.high_watermark
-    while offset < end:
-        data = plog.read(offset, _READ_CHUNK)
-        if not data:
-            break
-        start = offset
-        try:
-            batches, _ = split_batches(data)
-        except CorruptBatchError as e:
-            problems.append(f"unreadable batch framing at offset {offset} ({e}); later records ignored")
-            break
-        for batch in batches:
-            try:
-                header = parse_header(batch)
-            except CorruptBatchError as e:
-                problems.append(f"unreadable batch header after offset {offset} ({e}); later records ignored")
-                return out
-            try:
-                _, pairs = decode_batch_key_values(batch, min_offset=offset)  # CRC checked
-            except CorruptBatchError as e:
-                problems.append(f"batch at offsets {header.base_offset}-{header.last_offset} skipped: {e}")
-                pairs = []
-            out += [kv for kv in pairs if kv[0] is not None]
-            offset = max(offset, header.next_offset)
-        if offset == start:
-            problems.append(f"no progress reading at offset {offset}; later records ignored")
-            break
-    return out
-
-
-def _log_skipped_record(shard: int, key: bytes, e: ValueError) -> None:
-    """A stored record the load cannot decode (RecordError, bad UTF-8): logged and skipped, never fatal."""
-    log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard, key[:64].hex(), e)
 
 
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this server"
@@ -215,7 +169,7 @@ class _CommitSettled:
 
 
 class GroupService:
-    def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit) -> None:
+    def __init__(self, broker: ServerContext, logs: LogManager, commit: GroupCommit) -> None:
         self.broker = broker
         self.logs = logs
         self.commit = commit
@@ -224,7 +178,7 @@ class GroupService:
         self._timer_changed = trio.Event()
         self._armed: int | None = None  # the deadline the timer task sleeps until
         self._rebalance_events = 0
-        self._by_conn: dict[Connection, set[Slot]] = defaultdict(set)
+        self._by_conn: dict[ClientConnection, set[Slot]] = defaultdict(set)
         self.loaded = trio.Event()
         broker.metrics.groups.source = self.core.groups_by_state
         broker.metrics.groups.members = lambda: sum(self.core.member_counts().values())
@@ -236,8 +190,15 @@ class GroupService:
         self._leases: dict[bytes, tuple[int, HeartbeatLease, tuple[bytes, bytes]]] = {}
         self._offsets_logs: dict[int, PartitionLog] = {}  # shard -> its log (offsets partitions are never deleted)
         self._led: set[int] = set()  # cluster mode: the offsets partitions this node leads
+        self._followed: set[int] = set()  # cluster mode: the ones it replicates without leading
+        self._roles = 0  # cluster mode: bumped whenever the led or followed set changes
+        self._unavailable: set[int] = set()  # led shards whose load failed (tried again when roles change)
         self._stage = commit.stage  # cluster mode: answered once replicated (``use_replication``)
         self._leadership_changed = trio.Event()
+        self._replication: Replication | None = None
+        # cluster mode: followed shards replayed as their logs grow (wired to replication in use_replication)
+        self.replica = FollowerReplay(self.core, OFFSETS_TOPIC, self._offsets_logs, self.offsets_log,
+                                      lambda: self._leadership_changed.set())
 
     # ---------------------------------------------------------------- loading
     def offsets_log(self, shard: int) -> PartitionLog:
@@ -420,54 +381,99 @@ class GroupService:
 
     def use_replication(self, replication: Replication, timeout_s: float) -> None:
         """Cluster mode: every offsets write is answered once the high watermark covers it with enough
-        in-sync replicas (``Replication.staging``); single-node mode never calls this."""
+        in-sync replicas (``Replication.staging``), and followed offsets partitions are replayed as their
+        logs grow (``follower_replay``); single-node mode never calls this."""
         self._stage = replication.staging(self.commit.stage, timeout_s)
+        self._replication = replication
+        replication.on_follower_append = self.replica.on_append
+        replication.on_follower_truncate = self.replica.on_truncate
 
     def follow_leadership(self, led: set[int]) -> None:
-        """The offsets partitions this node now leads (called on the trio thread by the cluster member)."""
-        if led != self._led:
+        """The offsets partitions this node now leads (called on the trio thread by the cluster member, after
+        replication followed the same view: its logs are the partitions this node replicates)."""
+        replication = self._replication
+        followed = {p for t, p in replication.logs if t == OFFSETS_TOPIC} - led if replication is not None else set()
+        if led != self._led or followed != self._followed:
             self._led = set(led)
+            self._followed = followed
+            self._roles += 1
+            self._unavailable.clear()
             self._leadership_changed.set()
 
     async def leadership_loop(self) -> None:
-        """Unload the shards this node no longer leads, load the ones it newly leads, one at a time."""
+        """Serve the shards this node leads, replay the ones it follows, unload the others (see the rules)."""
         while True:
             await self._leadership_changed.wait()
             self._leadership_changed = trio.Event()
-            serving = {s for s in range(self.shards) if self.core.shard_status(s) is not ShardStatus.NOT_OWNED}
-            for shard in sorted(serving - self._led):
-                self.apply(self.core.unload(shard, now_ms()))
-            gained = sorted(self._led - serving)
-            for shard in gained:
-                if shard in self._led:
-                    await self._load_led_shard(shard)
-            if serving != self._led:
-                log.info("serving offsets partitions %s (%d): leadership moved", sorted(self._led), len(self._led))
+            before = self._serving()
+            await self._follow_once()
+            if self._serving() != before:
+                log.info("serving offsets partitions %s (%d): leadership moved", sorted(self._serving()),
+                         len(self._serving()))
+
+    def _serving(self) -> set[int]:
+        return {s for s in range(self.shards) if self.core.shard_status(s) is ShardStatus.ACTIVE}
+
+    async def _follow_once(self) -> None:
+        core, replica, roles = self.core, self.replica, self._roles
+        now = now_ms()
+        for shard in range(self.shards):  # leaderships lost: back to following, or not owned
+            status = core.shard_status(shard)
+            if status is ShardStatus.NOT_OWNED or shard in self._led:
+                continue
+            if shard in self._followed:
+                if status is not ShardStatus.FOLLOWING:
+                    self.apply(core.unload(shard, now, following=True))
+                    replica.restart(shard)
+            else:
+                self.apply(core.unload(shard, now))
+                replica.forget(shard)
+        for shard in sorted(self._led):  # current followers lead at once
+            if core.shard_status(shard) is ShardStatus.FOLLOWING and await replica.catch_up_tail(shard) \
+                    and shard in self._led and core.shard_status(shard) is ShardStatus.FOLLOWING:
+                replica.leave(shard)
+                self.apply(core.finish_loading(shard, now_ms()))
+                log.info("offsets partition %d: leading, served at once from the follower replay", shard)
+        for shard in sorted(self._led):  # the others load, one at a time
+            if shard in self._led and core.shard_status(shard) is not ShardStatus.ACTIVE \
+                    and shard not in self._unavailable:
+                await self._load_led_shard(shard)
+        for shard in sorted(self._followed):  # followers rebuilt or caught up; leadership changes first
+            if self._roles != roles:
+                return
+            if shard not in self._followed or shard in self._led:
+                continue
+            status = core.shard_status(shard)
+            if status is ShardStatus.NOT_OWNED:
+                replica.restart(shard)
+            elif status is not ShardStatus.FOLLOWING:
+                continue
+            if shard in replica.stale:
+                await replica.catch_up(shard, full=True)
+            elif shard in replica.behind:
+                await replica.catch_up(shard)
 
     async def _load_led_shard(self, shard: int) -> None:
-        self.core.begin_loading(shard)
-        try:
-            plog = self.offsets_log(shard)
-            problems: list[str] = []
-            records = await trio.to_thread.run_sync(read_offsets_partition, plog, problems)
-        except StorageError as e:
-            log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, e)
+        """A led shard with no current replay: loaded from its log (LOADING meanwhile; the load time is
+        ``groupcoord_partition_load_seconds``). A load cut short by a truncation is tried again; one that
+        keeps failing leaves the shard unavailable until the led or followed set changes."""
+        t0 = time.perf_counter()
+        for _ in range(3):
+            if await self.replica.catch_up(shard, full=True, loading=True):
+                break
+            if shard not in self._led:
+                return
+        else:
+            log.error("offsets partition %d could not be loaded; it stays unavailable", shard)
+            self._unavailable.add(shard)
             return
-        for problem in problems:
-            log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
-        if shard not in self._led:  # lost while reading: back to not owned
-            self.apply(self.core.unload(shard, now_ms()))
-            return
-        skipped = partial(_log_skipped_record, shard)
-        for chunk in range(0, len(records), _REPLAY_CHUNK):
-            self.core.replay_many(shard, records[chunk:chunk + _REPLAY_CHUNK], skipped)
-            await trio.lowlevel.checkpoint()
-        if shard not in self._led:
-            self.apply(self.core.unload(shard, now_ms()))
-            return
+        if shard not in self._led or self.core.shard_status(shard) is not ShardStatus.LOADING:
+            return  # lost while loading: the next pass follows or unloads it
+        self.replica.leave(shard)
         self.apply(self.core.finish_loading(shard, now_ms()))
+        self.broker.metrics.load_seconds.observe(time.perf_counter() - t0)
 
-    def connection_closed(self, conn: Connection) -> None:
+    def connection_closed(self, conn: ClientConnection) -> None:
         slots = self._by_conn.pop(conn, None)
         if slots:
             self.core.connection_closed([s for s in slots if not s.done])

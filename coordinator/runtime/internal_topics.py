@@ -37,7 +37,7 @@ from coordinator.storage.log import PartitionLog
 from protocol.record_batch import UnsupportedCompressionError, decode_batch, parse_header, split_batches
 
 if TYPE_CHECKING:
-    from coordinator.runtime.connection import Slot
+    from coordinator.runtime.dispatch import Slot
 
 OFFSETS_TOPIC = "__consumer_offsets"  # groups.OFFSETS_TOPIC (not imported: groups imports the runtime)
 WATCH_INTERVAL_S = 0.005

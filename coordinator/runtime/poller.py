@@ -23,28 +23,46 @@ Rules:
 - A connection whose ``on_readable`` raises is ended with that error (logged by its task); the poller goes on.
 - One poller per trio run (``Poller.current()``), started as a system task on first use and closed with the
   run.
+- The poller knows a connection only as ``Polled`` (its descriptor, its flags, its three callbacks); it
+  never imports connection.py, which imports it.
 """
 
 from __future__ import annotations
 
 import select
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import trio
-
-if TYPE_CHECKING:
-    from coordinator.runtime.connection import Connection
 
 MAX_EVENTS = 1024
 _CURRENT: trio.lowlevel.RunVar[Poller] = trio.lowlevel.RunVar("poller")
 
 
+class Polled(Protocol):
+    """What the poller uses of a connection (connection.Connection)."""
+
+    deferred: bool  # in the backlog: whole frames wait in its reader for a turn (set and cleared here)
+    closed: bool
+
+    @property
+    def fd(self) -> int | None: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+    def on_readable(self) -> None: ...  # read once, serve a turn, send what is ready; never awaits
+
+    def on_turn(self) -> None: ...  # serve one more turn of the frames already read
+
+    def fail(self, error: Exception) -> None: ...  # serving raised: end the connection with that error
+
+
 class Poller:
     def __init__(self) -> None:
         self._epoll = select.epoll()
-        self._conns: dict[int, Connection] = {}
-        self._backlog: deque[Connection] = deque()
+        self._conns: dict[int, Polled] = {}
+        self._backlog: deque[Polled] = deque()
 
     @staticmethod
     def current() -> Poller:
@@ -57,7 +75,7 @@ class Poller:
             trio.lowlevel.spawn_system_task(poller._run, name="groupcoord.poller")
             return poller
 
-    def add(self, conn: Connection) -> None:
+    def add(self, conn: Polled) -> None:
         fd = conn.fd
         assert fd is not None
         if self._conns.get(fd) is conn:
@@ -65,14 +83,14 @@ class Poller:
         self._conns[fd] = conn
         self._epoll.register(fd, select.EPOLLIN)
 
-    def defer(self, conn: Connection) -> None:
+    def defer(self, conn: Polled) -> None:
         """``conn`` has whole frames left after its turn: out of the epoll, into the backlog."""
         self.remove(conn)
         if not conn.deferred:
             conn.deferred = True
             self._backlog.append(conn)
 
-    def remove(self, conn: Connection) -> None:
+    def remove(self, conn: Polled) -> None:
         fd = conn.fd
         if fd is None or self._conns.get(fd) is not conn:
             return

@@ -7,8 +7,15 @@ Rules:
   protocol error (the connection is closed).
 - Each partition is fetched from its log end, which is always durable here: the batches of a response are
   appended as they are (``PartitionLog.append_as_follower``: CRC and contiguity checked, offsets and leader
-  epochs kept) and every log appended to is fsynced (``FSYNC_THREADS`` at a time), all in one worker-thread
-  call, before the next fetch is sent. So the fetch offset the leader sees is this node's durable end (durable replication).
+  epochs kept) and made durable before the next fetch is sent. So the fetch offset the leader sees is this
+  node's durable end (durable replication). A response of up to ``JOURNAL_MAX_BYTES`` (commits, small
+  produces) is appended on the trio thread and into the node's journal (``GroupCommit.append_replicated``):
+  one journal fdatasync by the fsync child covers every log of it, shared with the node's own commits, and
+  a later journal replay re-appends what a crash lost. A larger one (catching up, bulk produce) is appended
+  and its logs fsynced (``FSYNC_THREADS`` at a time) in one worker-thread call, which keeps the journal for
+  small writes. Without a usable journal, every response goes the second way.
+- A truncation (below) writes a truncation mark per log cut into the journal and syncs it, so a restart's
+  replay never re-appends the entries cut away.
 - Before a partition's first fetch under a leader epoch it is truncated by leader epoch (KIP-101):
   OffsetForLeaderEpoch for its latest cached epoch; the log is cut at the smaller of the leader's end offset
   for that epoch and its own (KIP-279); with no epoch known on either side, at the high watermark the last
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,10 +43,12 @@ from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.record_batch import CorruptBatchError, split_batches
+from protocol.record_batch import CorruptBatchError, parse_header, split_batches
 
 if TYPE_CHECKING:
-    from coordinator.runtime.replication import Replication
+    from coordinator.runtime.group_commit import GroupCommit
+    from coordinator.runtime.services import FollowerReplication
+    from coordinator.storage.journal import Journal
     from coordinator.storage.log import PartitionLog
 
 log = logging.getLogger("groupcoord.replica_fetcher")
@@ -53,6 +63,7 @@ ANSWER_SLACK_S = 10.0
 BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0
 FSYNC_THREADS = 8  # a response's logs are fsynced this many at a time
+JOURNAL_MAX_BYTES = 512 << 10  # a response up to this size is made durable through the node's journal
 REFUSED_WAIT_S = 0.2  # a partition the leader refused is asked again after this (or the next view)
 _SIZE = struct.Struct(">i")
 _MAX_FRAME = FETCH_MAX_BYTES + PARTITION_MAX_BYTES + (1 << 20)
@@ -99,7 +110,7 @@ class _Connection:
 
 
 class ReplicaFetcher:
-    def __init__(self, replication: Replication, leader: BrokerInfo) -> None:
+    def __init__(self, replication: FollowerReplication, leader: BrokerInfo) -> None:
         self.replication = replication
         self.leader = leader
         self.node_id = replication.node_id
@@ -190,7 +201,9 @@ class ReplicaFetcher:
                 cuts.append((plog, cut))
                 f.truncate = False
         if cuts:
-            for plog in await trio.to_thread.run_sync(_truncate_all, cuts):
+            commit = self.replication.commit
+            journal = commit.journal if commit is not None and commit.journal_usable() else None
+            for plog in await trio.to_thread.run_sync(_truncate_all, cuts, journal):
                 self.replication.on_follower_truncate(plog)
 
     def _refused(self, tp: TopicPartition, f: _Followed, error: int) -> None:
@@ -248,7 +261,13 @@ class ReplicaFetcher:
             for plog, _ in restarts:
                 self.replication.on_follower_truncate(plog)
         if appends:
-            failed, durable = await trio.to_thread.run_sync(_append_all, appends, self.partitions)
+            commit = self.replication.commit
+            if commit is not None and commit.journal_usable() and \
+                    sum(len(a[2]) for a in appends) <= JOURNAL_MAX_BYTES and \
+                    not any(_brings_new_epoch(plog, data) for _, plog, data, _ in appends):
+                failed, durable = await self._append_journaled(commit, appends)
+            else:
+                failed, durable = await trio.to_thread.run_sync(_append_all, appends, self.partitions)
             for plog, batches in durable:
                 self.replication.on_follower_append(plog, batches)
             for tp, why in failed:
@@ -258,6 +277,50 @@ class ReplicaFetcher:
                 self._problems.warning("follower append to %s-%s failed (%s); truncating by epoch again",
                                        tp[0], tp[1], why)
         return True
+
+
+    async def _append_journaled(self, commit: GroupCommit,
+                                appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]]
+                                ) -> tuple[list[tuple[TopicPartition, str]], list[tuple[PartitionLog, list[memoryview]]]]:
+        """The appends on this thread and into the node's journal, then wait for the group commit's journal
+        fsync (one fdatasync, by the fsync child, for every log of the response, shared with the node's own
+        commits). Same results as ``_append_all``."""
+        live = [(tp, plog, data) for tp, plog, data, f in appends if self.partitions.get(tp) is f]
+        tp_of = {id(plog): tp for tp, plog, _ in live}
+        written, refused, journaled = commit.append_replicated([(plog, data) for _, plog, data in live])
+        failed = [(tp_of[id(plog)], str(e)) for plog, e in refused]
+        if not written:
+            return failed, []
+        if not journaled:  # the journal is offline: the logs' own fsyncs make the appends durable
+            results = await trio.to_thread.run_sync(lambda: [_flush(plog) for plog, _, _ in written])
+        else:
+            results = [None] * len(written)
+            pending = [len(written)]
+            done = trio.Event()
+
+            def waiter(i: int) -> Callable[[Exception | None], None]:
+                def durable(err: Exception | None) -> None:
+                    results[i] = err
+                    pending[0] -= 1
+                    if not pending[0]:
+                        done.set()
+                return durable
+
+            for i, (plog, info, _) in enumerate(written):
+                commit.when_durable(plog, info.last_offset, waiter(i))
+            await done.wait()
+        failed += [(tp_of[id(w[0])], f"fsync of {w[0].directory}: {e}") for w, e in zip(written, results) if e]
+        return failed, [(plog, batches) for (plog, _, batches), e in zip(written, results) if e is None]
+
+
+def _brings_new_epoch(plog: PartitionLog, data: bytes) -> bool:
+    """Whether ``data``'s last whole batch carries a leader epoch this log has not seen (its epoch file is
+    then rewritten and fsynced by the append: not on the event loop). Epochs only grow along a log."""
+    try:
+        batches = split_batches(data)[0]
+    except CorruptBatchError:
+        return True  # the append reports it, off the event loop as before
+    return bool(batches) and parse_header(batches[-1]).partition_leader_epoch > plog.epoch_cache().latest_epoch
 
 
 def _append_all(appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]],
@@ -311,8 +374,10 @@ def _restart_all(restarts: list[tuple[PartitionLog, int]]) -> None:
             log.error("restarting %s at %d failed: %s", plog.directory, offset, e)
 
 
-def _truncate_all(cuts: list[tuple[PartitionLog, int]]) -> list[PartitionLog]:
-    """Worker thread: cut each log back; returns the logs whose end moved back."""
+def _truncate_all(cuts: list[tuple[PartitionLog, int]], journal: Journal | None) -> list[PartitionLog]:
+    """Worker thread: cut each log back (durably); returns the logs whose end moved back. With a journal, a
+    truncation mark per log cut is written and synced before returning: the journal may still hold the
+    entries cut away, and a restart's replay must not re-append them (it cuts at the mark)."""
     cut: list[PartitionLog] = []
     for plog, offset in cuts:
         try:
@@ -321,6 +386,13 @@ def _truncate_all(cuts: list[tuple[PartitionLog, int]]) -> list[PartitionLog]:
                 cut.append(plog)
         except (StorageError, OSError) as e:
             log.error("truncating %s to %d failed: %s", plog.directory, offset, e)
+    if cut and journal is not None:
+        try:
+            for plog in cut:
+                journal.append_truncation(plog.name, plog.log_end_offset)
+            journal.sync()
+        except (StorageError, OSError) as e:  # offline now: nothing journaled is acknowledged any more
+            log.error("journal truncation marks failed: %s", e)
     return cut
 
 

@@ -60,7 +60,8 @@ from protocol.messages.fetch import empty_partition
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
-    from coordinator.runtime.connection import Slot
+    from coordinator.runtime.dispatch import Slot
+    from coordinator.runtime.group_commit import GroupCommit
     from coordinator.storage.log import PartitionLog
     from protocol.codec import Request
 
@@ -68,7 +69,6 @@ log = logging.getLogger("groupcoord.replication")
 
 ISR_CHECK_S = 0.25
 TIMEOUT_CHECK_S = 0.1
-APPEND_CHECKS = 4  # a woken follower fetch looks this many times (one scheduling pass apart) for new data
 Callback = Callable[[Exception | None], None]
 OpenLog = Callable[[str, int], "PartitionLog | None"]
 
@@ -107,12 +107,16 @@ class _Waiter:
 class Replication:
     def __init__(self, config: Any, member: ClusterMember, open_log: OpenLog,
                  wake_consumers: Callable[[], None], min_isr_of: Callable[[str], int] | None = None,
-                 on_lead: Callable[[PartitionLog], None] = lambda _plog: None) -> None:
+                 on_lead: Callable[[PartitionLog], None] = lambda _plog: None,
+                 commit: GroupCommit | None = None) -> None:
         self.node_id: int = config["node.id"]
         self.min_isr: int = config["min.insync.replicas"]
         # a topic's min.insync.replicas (its override, else the server's)
         self.min_isr_of: Callable[[str], int] = min_isr_of or (lambda _topic: self.min_isr)
         self.on_lead = on_lead  # a log this node starts leading (caches built from its tail are dropped)
+        self.commit = commit  # the node's group commit: followers' small appends go through its journal
+        if commit is not None:  # a round appended staged writes (commits, group metadata): followers fetch them
+            commit.on_appended = self.notify_append
         # a followed log's new batches, called on the trio thread once they are durable here (in log order)
         self.on_follower_append: Callable[[PartitionLog, list[memoryview]], None] = lambda _plog, _batches: None
         # a followed log was cut back (truncation by leader epoch, or emptied behind its leader's log start)
@@ -402,14 +406,14 @@ class Replication:
         return 0
 
     def notify_append(self) -> None:
-        """Something was (or is about to be) appended to a led log: waiting follower fetches look again."""
+        """Something was appended to a led log: waiting follower fetches look again (once per wake-up: the
+        group commit calls this once per round that appended, produce once per request)."""
         self.local_advanced.set()
         self.local_advanced = trio.Event()
 
     def notify_local(self, plog: PartitionLog) -> None:
-        """The leader's own fsync moved this log's durable end: the HW may move, and what was appended is
-        surely there for the followers (a fetch woken at stage time may have looked too early)."""
-        self.notify_append()
+        """The leader's own fsync moved this log's durable end: the HW may move (what was appended has woken
+        the follower fetches already, when it was appended)."""
         tp = self._tp_of.get(plog)
         st = self.leaders.get(tp) if tp is not None else None
         if st is not None and tp is not None:
@@ -450,7 +454,6 @@ class Replication:
                 else:
                     self.when_replicated(plog, plog.high_watermark, timeout_s, callback)
             stage(plog, records, durable)
-            self.notify_append()  # the group commit appends it at its next round: fetches look again soon
         return replicated_stage
 
     # ---------------------------------------------------------------- serving followers
@@ -469,12 +472,10 @@ class Replication:
                 while not slot.conn.closed:
                     await woken.wait()
                     woken = self.local_advanced
-                    for _ in range(APPEND_CHECKS):  # woken at stage time: the group commit appends very soon
-                        resp, size, error = self._serve_fetch(body)
-                        if size or error:
-                            slot.complete(resp)
-                            return
-                        await trio.sleep(0)
+                    resp, size, error = self._serve_fetch(body)
+                    if size or error:
+                        slot.complete(resp)
+                        return
             if not slot.done:
                 slot.complete(self._serve_fetch(body)[0])
         except Exception:  # runs in the connections' nursery: a bug here must not take the server down

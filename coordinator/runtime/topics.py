@@ -64,10 +64,9 @@ from protocol.produce_validation import (
 from protocol.record_batch import CorruptBatchError
 
 if TYPE_CHECKING:
-    from coordinator.runtime.broker import Broker
-    from coordinator.runtime.cluster_topics import ClusterTopics
-    from coordinator.runtime.connection import Slot
+    from coordinator.runtime.dispatch import Slot
     from coordinator.runtime.group_commit import GroupCommit
+    from coordinator.runtime.services import ReplicatedTopics, ServerContext
     from protocol.codec import Request
 
 log = logging.getLogger("groupcoord.topics")
@@ -142,7 +141,7 @@ def produce_rules_of(v: dict[str, Any], version: int) -> Rules:
 
 
 class TopicService:
-    def __init__(self, broker: Broker, logs: LogManager, commit: GroupCommit,
+    def __init__(self, broker: ServerContext, logs: LogManager, commit: GroupCommit,
                  store: TopicConfigStore | None = None) -> None:
         self.broker = broker
         self.config = broker.config
@@ -163,7 +162,7 @@ class TopicService:
             if not topic.startswith("__"):
                 self._counts[topic] = max(self._counts.get(topic, 0), part + 1)
         self._load_configs()
-        self.cluster: ClusterTopics | None = None  # cluster mode (#20): set by the broker
+        self.cluster: ReplicatedTopics | None = None  # cluster mode (#20): set by the broker
         self.topic_ids = TopicIds(self._known_names, topic_id)  # Fetch v13+ (topic_ids.py)
         self.offsets_tail = internal_topics.TailWatcher(self._offsets_high_watermarks, self._wake_fetchers)
 
@@ -225,7 +224,8 @@ class TopicService:
         return k is not None and self.config[key] != k.default
 
     def set_configs(self, name: str, overrides: dict[str, str]) -> None:
-        """Persist a topic's new (checked) overrides and apply them at once."""
+        """Persist a topic's new (checked) overrides and apply them at once. Cluster mode calls it with the
+        overrides ZooKeeper holds (``ClusterTopics``): the file is then the local copy a restart starts from."""
         if overrides:
             self.store.save(name, overrides)
         else:

@@ -12,10 +12,12 @@ class StoredBatches:
     def __init__(self, batches: list[bytes], log_start_offset: int = 0) -> None:
         self.batches = batches
         self.log_start_offset = log_start_offset
-        self.high_watermark = parse_header(batches[-1]).next_offset
+        self.high_watermark = self.log_end_offset = parse_header(batches[-1]).next_offset
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        return b"".join(b for b in self.batches if parse_header(b).next_offset > offset)
+    def read(self, offset: int, max_bytes: int, *, upper_bound: int | None = None) -> bytes:
+        upper = self.high_watermark if upper_bound is None else upper_bound
+        return b"".join(b for b in self.batches
+                        if parse_header(b).next_offset > offset and parse_header(b).base_offset < upper)
 
 
 def kv(i: int) -> tuple[bytes, bytes]:

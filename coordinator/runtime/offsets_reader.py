@@ -1,0 +1,77 @@
+"""Reading an offsets partition's records for replay (the load, and followers catching up).
+
+Rules:
+- ``read_offsets_from(plog, start, problems, to_log_end=)`` returns every (key, value) stored from ``start``
+  (a batch holding ``start`` contributes its records from ``start`` on) up to the log's durable end when it
+  was called (its high watermark: the recovery point, or past it what a journal fsync made durable), or up
+  to its log end with ``to_log_end`` (a node about to lead: its whole log is the truth, including a
+  follower append whose journal fsync is still under way), in offset order, and the offset the read
+  reached (where the next read starts). It runs in a worker thread. Records without a key are dropped
+  (they mean nothing to the core).
+- Every batch's CRC is checked: storage re-validates only what lies past its recovery point, so after a
+  clean shutdown a damaged byte would otherwise be replayed (or crash the load). A batch that fails is
+  skipped (later batches still apply: the log is last-write-wins per key); framing that cannot be followed
+  ends the read. Either way one problem line is appended to ``problems`` per occurrence; never fatal.
+- ``log_skipped_record``: a stored record the core cannot decode is logged and skipped, never fatal.
+- ``REPLAY_CHUNK`` records are replayed between two trio checkpoints (the trio thread stays responsive).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
+
+log = logging.getLogger("groupcoord.groups")
+
+READ_CHUNK = 4 * 1024 * 1024
+REPLAY_CHUNK = 50_000  # records replayed between two trio checkpoints while loading or catching up
+
+Records = list[tuple[bytes, bytes | None]]
+
+
+def read_offsets_partition(plog: Any, problems: list[str] | None = None) -> Records:
+    """Every (key, value) stored in an offsets partition, in offset order (see ``read_offsets_from``)."""
+    return read_offsets_from(plog, plog.log_start_offset, problems)[0]
+
+
+def read_offsets_from(plog: Any, start: int, problems: list[str] | None = None, *,
+                      to_log_end: bool = False) -> tuple[Records, int]:
+    out: Records = []
+    if problems is None:
+        problems = []
+    offset = start
+    end = plog.log_end_offset if to_log_end else plog.high_watermark
+    while offset < end:
+        data = plog.read(offset, READ_CHUNK, upper_bound=end)
+        if not data:
+            break
+        before = offset
+        try:
+            batches, _ = split_batches(data)
+        except CorruptBatchError as e:
+            problems.append(f"unreadable batch framing at offset {offset} ({e}); later records ignored")
+            break
+        for batch in batches:
+            try:
+                header = parse_header(batch)
+            except CorruptBatchError as e:
+                problems.append(f"unreadable batch header after offset {offset} ({e}); later records ignored")
+                return out, offset
+            try:
+                _, pairs = decode_batch_key_values(batch, min_offset=offset)  # CRC checked
+            except CorruptBatchError as e:
+                problems.append(f"batch at offsets {header.base_offset}-{header.last_offset} skipped: {e}")
+                pairs = []
+            out += [kv for kv in pairs if kv[0] is not None]
+            offset = max(offset, header.next_offset)
+        if offset == before:
+            problems.append(f"no progress reading at offset {offset}; later records ignored")
+            break
+    return out, offset
+
+
+def log_skipped_record(shard: int, key: bytes, e: ValueError) -> None:
+    """A stored record the load cannot decode (RecordError, bad UTF-8): logged and skipped, never fatal."""
+    log.error("offsets partition %d: skipping undecodable record (key %s): %s", shard, key[:64].hex(), e)
