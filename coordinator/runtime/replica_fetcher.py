@@ -22,6 +22,12 @@ Rules:
   leader reported (0 when none: the whole log is fetched again). An append that does not meet the log end,
   or OFFSET_OUT_OF_RANGE, truncates again; OFFSET_OUT_OF_RANGE with the leader's log start past this log's
   end (retention moved it) empties the log and restarts it there (``PartitionLog.restart_at``).
+- Fetch sessions (KIP-227, ``coordinator.cluster.fetch_sessions`` on the leader): each connection opens one
+  with a full request (session epoch 0); later requests list only the partitions whose fetch offset or leader
+  epoch moved, and forget those no longer fetched (truncating, refused, unfollowed); the leader answers only
+  partitions with news. A leader that keeps no session (id 0) gets full requests; one that lost ours
+  (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) gets a new one. A new connection starts a new
+  session.
 - Errors back off (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``); a partition the leader refuses
   (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) waits for the next view. ``follow``
   replaces the partition set (a changed epoch marks a partition for truncation); ``stop`` ends the task.
@@ -82,6 +88,11 @@ class _Connection:
         self.client_id = client_id
         self.correlation = 0
         self._buf = bytearray()
+        # the fetch session on this connection (KIP-227): its id (0: none yet), the epoch of the next
+        # incremental request, and the position of each partition as the leader has it
+        self.session_id = 0
+        self.session_epoch = 0
+        self.sent: dict[TopicPartition, tuple[int, int]] = {}
 
     async def call(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         self.correlation += 1
@@ -217,34 +228,57 @@ class ReplicaFetcher:
     async def _fetch(self, conn: _Connection) -> bool:
         """One Fetch round; True when the leader answered."""
         now = trio.current_time()
-        asked: dict[str, list[dict[str, Any]]] = {}
-        sent: dict[TopicPartition, tuple[_Followed, PartitionLog]] = {}
+        fetching: dict[TopicPartition, tuple[_Followed, PartitionLog]] = {}
+        position: dict[TopicPartition, tuple[int, int]] = {}  # (fetch offset, leader epoch)
         for tp, f in self.partitions.items():
             plog = self.replication.logs.get(tp)
             if f.truncate or f.refused_until > now or plog is None:
                 continue
-            sent[tp] = (f, plog)
-            asked.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": f.epoch, "fetch_offset": plog.log_end_offset,
-                "last_fetched_epoch": -1, "log_start_offset": plog.log_start_offset,
-                "partition_max_bytes": PARTITION_MAX_BYTES})
-        if not sent:
+            fetching[tp] = (f, plog)
+            position[tp] = (plog.log_end_offset, f.epoch)
+        if not fetching:
             with trio.move_on_after(REFUSED_WAIT_S):
                 self._changed = trio.Event()
                 await self._changed.wait()
             return False
+        full = not conn.session_id
+        listed = position if full else {tp: pos for tp, pos in position.items() if conn.sent.get(tp) != pos}
+        forgotten = [] if full else [tp for tp in conn.sent if tp not in position]
+        asked: dict[str, list[dict[str, Any]]] = {}
+        for tp, (offset, epoch) in listed.items():
+            asked.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": epoch, "fetch_offset": offset, "last_fetched_epoch": -1,
+                "log_start_offset": fetching[tp][1].log_start_offset, "partition_max_bytes": PARTITION_MAX_BYTES})
+        dropped: dict[str, list[int]] = {}
+        for topic, p in forgotten:
+            dropped.setdefault(topic, []).append(p)
         body = {"replica_id": self.node_id, "max_wait_ms": FETCH_WAIT_MS, "min_bytes": 1,
-                "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": conn.session_id,
+                "session_epoch": 0 if full else conn.session_epoch,
                 "topics": [{"topic": t, "partitions": parts} for t, parts in asked.items()],
-                "forgotten_topics_data": [], "rack_id": "", "cluster_id": None}
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in dropped.items()],
+                "rack_id": "", "cluster_id": None}
         answer = await conn.call(1, FETCH_VERSION, body, FETCH_WAIT_MS / 1000 + ANSWER_SLACK_S)
         self.fetches += 1
+        if answer["error_code"] in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            self._problems.warning("node %s ended our fetch session (%s); starting a new one", self.leader.node_id,
+                                   _name(answer["error_code"]))
+            conn.session_id, conn.sent = 0, {}
+            return True
+        if full:  # a new session (id 0: the leader keeps none, the next request is full again)
+            conn.session_id, conn.session_epoch = answer["session_id"], 1
+            conn.sent = dict(position) if conn.session_id else {}
+        else:
+            conn.session_epoch = 1 if conn.session_epoch >= 2**31 - 1 else conn.session_epoch + 1
+            for tp in forgotten:
+                del conn.sent[tp]
+            conn.sent.update(listed)
         appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]] = []
         restarts: list[tuple[PartitionLog, int]] = []
         for t in answer["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])
-                got = sent.get(tp)
+                got = fetching.get(tp)
                 if got is None or self.partitions.get(tp) is not got[0]:
                     continue  # not asked, or re-followed meanwhile
                 if p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE and p["log_start_offset"] > got[1].log_end_offset:

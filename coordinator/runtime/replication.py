@@ -8,7 +8,9 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
   replica of (one ``ReplicaFetcher`` per leader node; a partition whose leader or epoch changed is truncated
   by leader epoch before its next fetch). A leader whose epoch moves on (the controller shrank the ISR for a
   dead broker) keeps its followers' progress and its waiting acknowledgements.
-- Follower fetches (Fetch with replica_id >= 0) are served here: leader epoch checked (older:
+- Follower fetches (Fetch with replica_id >= 0) are served here, in fetch sessions (``fetch_sessions``: a
+  request lists only what moved, an answer only partitions with news; every partition of the session is
+  served each time, so each follower's progress is noted at every fetch): leader epoch checked (older:
   FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH), the fetch offset taken as the follower's durable end
   (``replica_state``), data sent up to the leader's log end (as Kafka: followers fsync while the leader
   does; the high watermark still waits for the leader's own fsync), and the high watermark returned. A
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from coordinator.cluster.fetch_sessions import FetchContext, FetchSessions, SessionPartition
 from coordinator.cluster.replica_state import LeaderReplicaState
 from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState, TopicPartition
 from coordinator.cluster.zk import ZkError
@@ -137,6 +140,7 @@ class Replication:
         self._waiters: dict[TopicPartition, deque[_Waiter]] = {}
         self.local_advanced = trio.Event()  # a leader's durable end moved: follower fetches look again
         self._isr_wake = trio.Event()
+        self.sessions = FetchSessions()  # follower fetch sessions this node (as a leader) keeps
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._fetchers_changed = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -459,82 +463,89 @@ class Replication:
     # ---------------------------------------------------------------- serving followers
     def handle_fetch(self, req: Request, slot: Slot, nursery: trio.Nursery) -> None:
         body = req.body
-        woken = self.local_advanced
-        resp, size, error = self._serve_fetch(body)
-        if size or error or body["max_wait_ms"] <= 0:
-            slot.complete(resp)
+        ctx = self.sessions.context(
+            body["replica_id"], body.get("session_id", 0), body.get("session_epoch", -1),
+            (((t["topic"], p["partition"]), p["fetch_offset"], p.get("current_leader_epoch", -1),
+              p["partition_max_bytes"]) for t in body["topics"] for p in t["partitions"]),
+            ((t["topic"], p) for t in body.get("forgotten_topics_data") or () for p in t["partitions"]),
+            self.logs.__contains__)
+        if ctx.error:
+            slot.complete({"throttle_time_ms": 0, "error_code": ctx.error, "session_id": 0, "responses": []})
             return
-        nursery.start_soon(self._fetch_wait, body, slot, trio.current_time() + body["max_wait_ms"] / 1000, woken)
+        woken = self.local_advanced
+        served, size, error = self._serve_fetch(body["replica_id"], ctx, body.get("max_bytes", 0x7FFFFFFF))
+        if size or error or body["max_wait_ms"] <= 0:
+            slot.complete(_answer(ctx, served))
+            return
+        nursery.start_soon(self._fetch_wait, body, ctx, slot, trio.current_time() + body["max_wait_ms"] / 1000, woken)
 
-    async def _fetch_wait(self, body: dict[str, Any], slot: Slot, deadline: float, woken: trio.Event) -> None:
+    async def _fetch_wait(self, body: dict[str, Any], ctx: FetchContext, slot: Slot, deadline: float,
+                          woken: trio.Event) -> None:
+        replica, budget = body["replica_id"], body.get("max_bytes", 0x7FFFFFFF)
         try:
             with trio.move_on_at(deadline):
                 while not slot.conn.closed:
                     await woken.wait()
                     woken = self.local_advanced
-                    resp, size, error = self._serve_fetch(body)
+                    served, size, error = self._serve_fetch(replica, ctx, budget)
                     if size or error:
-                        slot.complete(resp)
+                        slot.complete(_answer(ctx, served))
                         return
             if not slot.done:
-                slot.complete(self._serve_fetch(body)[0])
+                slot.complete(_answer(ctx, self._serve_fetch(replica, ctx, budget)[0]))
         except Exception:  # runs in the connections' nursery: a bug here must not take the server down
             log.exception("delayed follower fetch failed")
             slot.conn.closed = True
             slot.complete(None)
 
-    def _serve_fetch(self, body: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
-        replica = body["replica_id"]
+    def _serve_fetch(self, replica: int, ctx: FetchContext, budget: int
+                     ) -> tuple[list[tuple[TopicPartition, SessionPartition, dict[str, Any]]], int, bool]:
+        """Every partition of the fetch served (follower progress noted, the high watermark moved, records read
+        up to the log end): (partition, its session entry, its answer) each, the bytes read, any error."""
         now = _now_ms()
-        budget = body.get("max_bytes", 0x7FFFFFFF)
         total, any_error = 0, False
         out = []
-        for t in body["topics"]:
-            name = t["topic"]
-            parts = []
-            for p in t["partitions"]:
-                res = empty_partition(p["partition"])
-                parts.append(res)
-                tp = (name, p["partition"])
-                st = self.leaders.get(tp)
-                plog = self.logs.get(tp)
-                error = self._fence(tp, st, p.get("current_leader_epoch", -1))
-                if not error and (st is None or replica not in st.followers or plog is None):
-                    error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                if error:
-                    res["error_code"] = error
-                    any_error = True
-                    continue
-                assert st is not None and plog is not None
-                offset = p["fetch_offset"]
-                leader_end = plog.log_end_offset  # followers fetch all it has; the HW waits for its own fsync
-                if offset < plog.log_start_offset or offset > plog.log_end_offset:
-                    res.update(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=st.high_watermark,
-                               log_start_offset=plog.log_start_offset)
-                    any_error = True
-                    continue
-                in_isr = replica in st.isr
-                st.on_fetch(replica, offset, leader_end, now)
-                if st.advance(plog.high_watermark):
-                    self._release(tp, st)
-                    self.wake_consumers()
-                if not in_isr and offset >= st.high_watermark:
-                    self._isr_wake.set()
-                res.update(high_watermark=st.high_watermark, last_stable_offset=st.high_watermark,
+        for tp, part in ctx.parts.items():
+            res = empty_partition(tp[1])
+            out.append((tp, part, res))
+            st = self.leaders.get(tp)
+            plog = self.logs.get(tp)
+            error = self._fence(tp, st, part.leader_epoch)
+            if not error and (st is None or replica not in st.followers or plog is None):
+                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if error:
+                res["error_code"] = error
+                any_error = True
+                continue
+            assert st is not None and plog is not None
+            offset = part.fetch_offset
+            leader_end = plog.log_end_offset  # followers fetch all it has; the HW waits for its own fsync
+            if offset < plog.log_start_offset or offset > leader_end:
+                res.update(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=st.high_watermark,
                            log_start_offset=plog.log_start_offset)
-                if offset >= leader_end or (budget <= 0 and total > 0):
-                    continue
-                try:
-                    data = plog.read(offset, min(p["partition_max_bytes"], max(budget, 1)), upper_bound=leader_end)
-                except (StorageError, OSError):
-                    res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-                    any_error = True
-                    continue
-                res["records"] = data
-                total += len(data)
-                budget -= len(data)
-            out.append({"topic": name, "partitions": parts})
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": out}, total, any_error
+                any_error = True
+                continue
+            in_isr = replica in st.isr
+            st.on_fetch(replica, offset, leader_end, now)
+            if st.advance(plog.high_watermark):
+                self._release(tp, st)
+                self.wake_consumers()
+            if not in_isr and offset >= st.high_watermark:
+                self._isr_wake.set()
+            res.update(high_watermark=st.high_watermark, last_stable_offset=st.high_watermark,
+                       log_start_offset=plog.log_start_offset)
+            if offset >= leader_end or (budget <= 0 and total > 0):
+                continue
+            try:
+                data = plog.read(offset, min(part.max_bytes, max(budget, 1)), upper_bound=leader_end)
+            except (StorageError, OSError):
+                res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                any_error = True
+                continue
+            res["records"] = data
+            total += len(data)
+            budget -= len(data)
+        return out, total, any_error
 
     def _fence(self, tp: TopicPartition, st: LeaderReplicaState | None, epoch: int) -> int:
         if st is None or tp in self.fenced:
@@ -566,6 +577,19 @@ class Replication:
                     p["leader_epoch"], plog.log_end_offset)
             out.append({"topic": t["topic"], "partitions": parts})
         slot.complete({"throttle_time_ms": 0, "topics": out})
+
+
+def _answer(ctx: FetchContext, served: list[tuple[TopicPartition, SessionPartition, dict[str, Any]]]
+            ) -> dict[str, Any]:
+    """The Fetch answer: in a session only the partitions with news (``fetch_sessions``), recorded as sent."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, part, res in served:
+        error, hw, log_start = res["error_code"], res["high_watermark"], res["log_start_offset"]
+        if ctx.must_answer(part, bool(res["records"]), error, hw, log_start):
+            ctx.answered(part, error, hw, log_start)
+            by_topic.setdefault(tp[0], []).append(res)
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": ctx.session_id,
+            "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]}
 
 
 def _now_ms() -> int:
