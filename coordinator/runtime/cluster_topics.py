@@ -235,6 +235,15 @@ class ClusterTopics:
                 replication.when_replicated(plog, required, timeout_s, lambda e: settle(plog, e))
             self.ts.commit.when_durable(plog, last, durable)
 
+    def appended_unanswered(self, pending: list[tuple[PartitionLog, int]]) -> None:
+        """An acks=0 Produce appended these: nobody waits for an answer, but followers fetch the data now
+        and, once this node's fsync covers it, the high watermark may move (consumers then read it)."""
+        replication = self.replication
+        assert replication is not None
+        replication.notify_append()
+        for plog, last in pending:
+            self.ts.commit.when_durable(plog, last, lambda err, plog=plog: err is None and replication.notify_local(plog))
+
     # ---------------------------------------------------------------- Metadata
     def metadata_entry(self, view: ClusterView, name: str, allow_auto_create: bool) -> dict[str, Any]:
         """A user topic's Metadata entry, auto-creating it (queued) when asked and allowed."""

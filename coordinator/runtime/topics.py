@@ -481,6 +481,9 @@ class TopicService:
         body = {"responses": responses, "throttle_time_ms": 0}
         if acks == 0:
             slot.complete(None)
+            if self.cluster is not None:  # followers fetch it at once; the high watermark moves once replicated
+                self.cluster.appended_unanswered(pending)
+                return
             for plog, last in pending:  # nobody waits for the answer, but fetchers wait for the data
                 self.commit.when_durable(plog, last, lambda err: self._wake_fetchers())
             return

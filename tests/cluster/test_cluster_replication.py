@@ -250,3 +250,25 @@ def test_two_nodes_down_refuse_acks_all_and_commits(tmp_path: Path, zk_connect: 
         assert produce(nodes[survivor], TOPIC, 0, b"acks-1", 1)["error_code"] == 0  # acks=1 needs no replica
     finally:
         stop_nodes(nodes)
+
+
+def test_acks_0_records_reach_every_replica_and_the_high_watermark(tmp_path: Path, zk_connect: str) -> None:
+    """An acks=0 Produce gets no answer; its records still go to the followers (woken at once), and the high
+    watermark consumers read below moves once they are replicated."""
+    nodes, parts = three_with_topic(tmp_path, zk_connect, 1)
+    try:
+        leader = parts[0]["leader_id"]
+        kp = KafkaProducer(bootstrap_servers=nodes[leader].bootstrap, acks=0, linger_ms=0)
+        try:
+            for i in range(20):
+                kp.send(TOPIC, value=b"zero-%d" % i, partition=0)
+            kp.flush(10)
+        finally:
+            kp.close(5)
+        wait_for("the high watermark past the 20 records", lambda: latest_offset(nodes[leader], TOPIC, 0) == 20 or None,
+                 describe=lambda: logs(nodes))
+        for r in parts[0]["replica_nodes"]:
+            wait_for(f"20 records on node {r}'s disk", lambda r=r: len(stored_values(tmp_path, r, TOPIC, 0)) == 20 or None)
+            assert sorted(stored_values(tmp_path, r, TOPIC, 0).values()) == sorted(b"zero-%d" % i for i in range(20))
+    finally:
+        stop_nodes(nodes)
