@@ -147,6 +147,12 @@ KEYS: tuple[Key, ...] = (
         "its replicas before it is answered COORDINATOR_NOT_AVAILABLE.", 1),
     Key("unclean.leader.election.enable", bool, False, "Let an out-of-sync replica lead when no in-sync one is"
         " live (may lose data)."),
+    Key("auto.leader.rebalance.enable", bool, True, "Cluster mode: the controller moves leaderships back to "
+        "each partition's preferred (first) replica once it is live and in sync again."),
+    Key("leader.imbalance.per.broker.percentage", int, 10, "Cluster mode: a broker's preferred partitions led "
+        "elsewhere, in percent, above which the controller moves them back.", 0, 100),
+    Key("leader.imbalance.check.interval.seconds", int, 300, "Cluster mode: how often the controller checks "
+        "the leader imbalance.", 1),
 )
 BY_NAME = {k.name: k for k in KEYS}
 

@@ -14,6 +14,17 @@ must write, or None when nothing changes. Rules:
   returning in-sync replica can lead again without loss.
 - Every new state carries the writing controller's epoch. Nothing here adds a replica back to the ISR:
   that is the leader's job once it has caught up (replication slice).
+
+``preferred_elections`` is Kafka's auto leader rebalance (``KafkaController.checkAndTriggerAutoLeaderRebalance``
+with ``PreferredReplicaPartitionLeaderElectionStrategy``):
+- Partitions are grouped by their preferred replica (the first in the assignment). For each broker, the
+  imbalance is the share of its preferred partitions that have a state whose leader is another broker (or
+  none). Only when it exceeds ``imbalance_pct`` percent are that broker's partitions elected.
+- A partition is elected only when its preferred replica is live AND in the ISR (never an out-of-sync or
+  unregistered one, so a node that left or has not caught up gets nothing back); the new state has the
+  preferred replica as leader, the leader epoch bumped, the ISR unchanged, the controller's epoch.
+- Topics in ``excluded`` (queued for deletion) are neither counted nor elected. A partition with no state
+  yet counts as balanced (it is ``next_state``'s to elect).
 """
 
 from __future__ import annotations
@@ -59,4 +70,30 @@ def reconcile(assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
             new = next_state(replicas, states.get((topic, p)), live, controller_epoch, unclean)
             if new is not None:
                 out[(topic, p)] = new
+    return out
+
+
+def preferred_elections(assignments: Mapping[str, Mapping[int, tuple[int, ...]]],
+                        states: Mapping[TopicPartition, PartitionState], live: Collection[int],
+                        controller_epoch: int, imbalance_pct: int,
+                        excluded: Collection[str] = ()) -> dict[TopicPartition, PartitionState]:
+    """The preferred-replica elections an imbalance check calls for: partition -> the state to write."""
+    by_preferred: dict[int, list[TopicPartition]] = {}
+    for topic, parts in assignments.items():
+        if topic in excluded:
+            continue
+        for p, replicas in parts.items():
+            if replicas:
+                by_preferred.setdefault(replicas[0], []).append((topic, p))
+    out: dict[TopicPartition, PartitionState] = {}
+    for preferred, tps in sorted(by_preferred.items()):
+        elsewhere = [tp for tp in tps if (st := states.get(tp)) is not None and st.leader != preferred]
+        if len(elsewhere) * 100 <= imbalance_pct * len(tps):  # Kafka: ratio > percentage / 100 triggers
+            continue
+        if preferred not in live:
+            continue
+        for tp in elsewhere:
+            st = states[tp]
+            if preferred in st.isr:
+                out[tp] = PartitionState(preferred, st.leader_epoch + 1, st.isr, controller_epoch)
     return out

@@ -36,10 +36,14 @@ Rules:
   ``deleting`` is the set of topics queued for deletion in the last snapshot.
 - CreatePartitions: ``topic_assignment`` / ``set_topic_assignment`` read and write ``/brokers/topics/<t>``
   at a version; the controller elects the new partitions' leaders as it does a new topic's.
+- Auto leader rebalance (``auto.leader.rebalance.enable``, Kafka's): while this node is controller, the loop
+  also wakes when the controller's imbalance check is due (every ``leader.imbalance.check.interval.seconds``)
+  and runs ``Controller.rebalance`` on a turn whose ``step`` had nothing to write, never after ``close``
+  (checked again after the snapshot read, so a leaving controller writes nothing).
 - Metrics (read at scrape time, ``cluster_stats``): ``leader_elections`` sums what this node's controller
-  terms elected; ``controller_changes`` counts the published views whose controller (id, epoch) differs
-  from the last one this node saw (the first one seen is not a change); ``offline_partitions`` is counted
-  by the controller only (0 elsewhere, as Kafka's OfflinePartitionsCount).
+  terms elected (preferred-leader moves included); ``controller_changes`` counts the published views whose
+  controller (id, epoch) differs from the last one this node saw (the first one seen is not a change);
+  ``offline_partitions`` is counted by the controller only (0 elsewhere, as Kafka's OfflinePartitionsCount).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from coordinator.config import Config
 from coordinator.storage_errors import StartupError
 
 from .assignment import assign_replicas
-from .controller import Controller
+from .controller import FIRST_REBALANCE_DELAY_S, Controller
 from .state import NO_LEADER, BrokerInfo, ClusterView, change_sequence, expired_changes
 from .zk import Snapshot, TopicConfig, ZkError, ZkStore
 
@@ -64,6 +68,7 @@ log = logging.getLogger("groupcoord.cluster")
 
 REFRESH_S = 3.0
 RETRY_S = 0.5
+MIN_SLEEP_S = 0.05
 MAX_STREAK = 8
 WRITE_ATTEMPTS = 10  # a version-checked write lost to another node's is read and tried again this often
 
@@ -76,6 +81,9 @@ class ClusterMember:
         self.offsets_partitions: int = config["offsets.topic.num.partitions"]
         self.offsets_rf: int = config["offsets.topic.replication.factor"]
         self.unclean: bool = config["unclean.leader.election.enable"]
+        self.auto_rebalance: bool = config["auto.leader.rebalance.enable"]
+        self.imbalance_pct: int = config["leader.imbalance.per.broker.percentage"]
+        self.imbalance_interval_s: float = config["leader.imbalance.check.interval.seconds"]
         self.session_timeout_s = config["zookeeper.session.timeout.ms"] / 1000
         self.connect_string: str = config["zookeeper.connect"]
         self.zk = ZkStore(self.connect_string, config["zookeeper.session.timeout.ms"])
@@ -240,8 +248,15 @@ class ClusterMember:
             streak = streak + 1 if again else 0
             if again and streak < MAX_STREAK:
                 continue
-            with trio.move_on_after(REFRESH_S):
+            with trio.move_on_after(self._sleep_s()):
                 await self._wake.wait()
+
+    def _sleep_s(self) -> float:
+        """How long the loop may wait for a wake: ``REFRESH_S``, or less when the imbalance check is due sooner."""
+        if self.controller is None or not self.auto_rebalance:
+            return REFRESH_S
+        # overdue (a turn that wrote, or failed, came first): wait a little, never spin
+        return max(MIN_SLEEP_S, min(REFRESH_S, self.controller.next_rebalance - trio.current_time()))
 
     async def _register_at_start(self) -> None:
         assert self.me is not None
@@ -291,6 +306,8 @@ class ClusterMember:
         if self.controller is not None:
             try:
                 if await self.controller.step(self.zk, snap, self.unclean):
+                    return True
+                if await self._rebalance(snap):
                     return True
             except ZkError as e:
                 log.warning("controller step failed: %s", e)
@@ -384,9 +401,20 @@ class ClusterMember:
         if won is None:
             return False
         epoch, version = won
-        self.controller = Controller(self.node_id, epoch, version)
+        self.controller = Controller(self.node_id, epoch, version,
+                                     next_rebalance=trio.current_time() + FIRST_REBALANCE_DELAY_S)
         log.info("elected controller with epoch %s", epoch)
         return True
+
+    async def _rebalance(self, snap: Snapshot) -> bool:
+        """The controller's imbalance check, when due (after a ``step`` with nothing to write); True when it
+        moved a leadership."""
+        controller = self.controller
+        now = trio.current_time()
+        if controller is None or not self.auto_rebalance or self.closed or now < controller.next_rebalance:
+            return False
+        controller.next_rebalance = now + self.imbalance_interval_s
+        return await controller.rebalance(self.zk, snap, self.imbalance_pct) > 0
 
     async def _create_offsets_topic(self, snap: Snapshot) -> bool:
         self._want_offsets_topic = False

@@ -1,4 +1,5 @@
-"""The pure cluster rules: replica assignment (Kafka's rack-unaware placement) and leader election/ISR."""
+"""The pure cluster rules: replica assignment (Kafka's rack-unaware placement), leader election/ISR, and the
+preferred-leader rebalance (Kafka's auto leader rebalance)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import Counter
 import pytest
 
 from coordinator.cluster.assignment import assign_replicas
-from coordinator.cluster.election import next_state, reconcile
+from coordinator.cluster.election import next_state, preferred_elections, reconcile
 from coordinator.cluster.state import NO_LEADER, PartitionState
 
 
@@ -82,3 +83,55 @@ def test_reconcile_writes_only_what_changes() -> None:
     assert writes == {("t", 0): st(1, 1, (1,), 9), ("t", 1): st(1, 1, (1,), 9), ("t", 2): st(3, 0, (3, 1), 9)}
     after = {**states, **writes}
     assert reconcile(assignments, after, {1, 3}, 9) == {}
+
+
+# ---------------------------------------------------------------- preferred-leader rebalance
+def balanced_then_failed_over(victim: int) -> tuple[dict[str, dict[int, tuple[int, ...]]], dict]:
+    """50 partitions on brokers 1-3, as placed at creation; ``victim``'s leaderships moved to the next replica
+    and ``victim`` out of every ISR (a failover), then back in every ISR (it caught up)."""
+    assignments = {"__consumer_offsets": assign_replicas([1, 2, 3], 50, 3, start_index=1)}
+    states = {}
+    for p, replicas in assignments["__consumer_offsets"].items():
+        leader = replicas[1] if replicas[0] == victim else replicas[0]
+        states[("__consumer_offsets", p)] = st(leader, 1, (1, 2, 3), 3)
+    return assignments, states
+
+
+def test_a_returning_in_sync_broker_gets_exactly_its_preferred_partitions_back() -> None:
+    assignments, states = balanced_then_failed_over(victim=2)
+    writes = preferred_elections(assignments, states, {1, 2, 3}, 4, 10)
+    preferred_by_2 = {("__consumer_offsets", p) for p, r in assignments["__consumer_offsets"].items() if r[0] == 2}
+    assert set(writes) == preferred_by_2 and len(writes) in (16, 17)
+    for tp, new in writes.items():  # leader epoch bumped, ISR unchanged, written by this controller's epoch
+        assert new == st(2, states[tp].leader_epoch + 1, states[tp].isr, 4)
+    after = {**states, **writes}
+    assert sorted(Counter(s.leader for s in after.values()).values()) == [16, 17, 17]
+    assert preferred_elections(assignments, after, {1, 2, 3}, 4, 10) == {}  # balanced: nothing more
+
+
+def test_preferred_replica_must_be_live_and_in_sync() -> None:
+    assignments = {"t": {0: (2, 1), 1: (2, 3), 2: (2, 1)}}
+    states = {("t", 0): st(1, 4, (1,)), ("t", 1): st(3, 2, (3, 2)), ("t", 2): st(1, 7, (1, 2))}
+    assert preferred_elections(assignments, states, {1, 3}, 5, 10) == {}  # 2 not registered: nothing
+    writes = preferred_elections(assignments, states, {1, 2, 3}, 5, 10)
+    assert writes == {("t", 1): st(2, 3, (3, 2), 5), ("t", 2): st(2, 8, (1, 2), 5)}  # t-0: 2 not in sync
+
+
+def test_imbalance_must_exceed_the_percentage() -> None:
+    # broker 1 prefers 10 partitions, 1 of them led by 2: 10 % is not above 10 %
+    assignments = {"t": {p: (1, 2) for p in range(10)}}
+    states = {("t", p): st(1, 0, (1, 2)) for p in range(10)}
+    states[("t", 3)] = st(2, 1, (1, 2))
+    assert preferred_elections(assignments, states, {1, 2}, 9, 10) == {}
+    assert preferred_elections(assignments, states, {1, 2}, 9, 9) == {("t", 3): st(1, 2, (1, 2), 9)}
+    states[("t", 4)] = st(NO_LEADER, 3, (1, 2))  # leaderless counts as led elsewhere: 20 % > 10 %
+    assert preferred_elections(assignments, states, {1, 2}, 9, 10) == {
+        ("t", 3): st(1, 2, (1, 2), 9), ("t", 4): st(1, 4, (1, 2), 9)}
+    assert preferred_elections(assignments, states, {1, 2}, 9, 100) == {}  # 100 %: never
+
+
+def test_partitions_without_state_and_topics_being_deleted_are_left_alone() -> None:
+    assignments = {"new": {0: (1, 2)}, "doomed": {0: (1, 2)}}
+    states = {("doomed", 0): st(2, 1, (1, 2))}
+    assert preferred_elections(assignments, states, {1, 2}, 3, 10, excluded={"doomed"}) == {}
+    assert preferred_elections(assignments, states, {1, 2}, 3, 10) == {("doomed", 0): st(1, 2, (1, 2), 3)}

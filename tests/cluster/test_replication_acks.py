@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState
-from coordinator.runtime.replication import Replication
+from coordinator.runtime.replication import Replication, _answer
 from coordinator.storage.log import PartitionLog
 from protocol.errors import ErrorCode
 from protocol.record_batch import build_batch
@@ -53,9 +53,10 @@ def write(plog: PartitionLog, n: int = 1) -> int:
 
 
 def follower_fetch(rep: Replication, replica: int, offset: int, epoch: int = 1) -> dict[str, Any]:
-    body = {"replica_id": replica, "max_wait_ms": 0, "max_bytes": 1 << 20, "topics": [{"topic": "t", "partitions": [
-        {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
-    return rep._serve_fetch(body)[0]["responses"][0]["partitions"][0]
+    """A sessionless follower fetch of TP, served as ``handle_fetch`` serves it (without waiting)."""
+    ctx = rep.sessions.context(replica, 0, -1, [(TP, offset, epoch, 1 << 20)], [], rep.logs.__contains__)
+    served, _, _ = rep._serve_fetch(replica, ctx, 1 << 20)
+    return _answer(ctx, served)["responses"][0]["partitions"][0]
 
 
 def recorder() -> tuple[list[Any], Any]:
