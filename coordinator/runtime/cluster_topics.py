@@ -242,7 +242,10 @@ class ClusterTopics:
         assert replication is not None
         replication.notify_append()
         for plog, last in pending:
-            self.ts.commit.when_durable(plog, last, lambda err, plog=plog: err is None and replication.notify_local(plog))
+            def durable(err: Exception | None, plog: PartitionLog = plog) -> None:
+                if err is None:
+                    replication.notify_local(plog)
+            self.ts.commit.when_durable(plog, last, durable)
 
     # ---------------------------------------------------------------- Metadata
     def metadata_entry(self, view: ClusterView, name: str, allow_auto_create: bool) -> dict[str, Any]:

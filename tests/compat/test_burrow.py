@@ -36,7 +36,7 @@ from kafka.structs import OffsetAndMetadata
 from server_process import REPO, ServerProcess  # type: ignore[import-not-found]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cluster"))
-from zookeeper_process import ZooKeeperProcess, free_port  # type: ignore[import-not-found]  # noqa: E402
+from zookeeper_process import ZooKeeperProcess, free_port, terminate  # type: ignore[import-not-found]  # noqa: E402
 
 BURROW = "/usr/bin/Burrow"
 TOPIC, GROUP, CLUSTER = "bw-a", "bw-g", "gc"
@@ -128,14 +128,7 @@ class BurrowProcess:
             return ""
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        terminate(self.proc)
 
 
 @pytest.fixture
