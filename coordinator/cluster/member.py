@@ -136,6 +136,9 @@ class ClusterMember:
     def _on_state(self, state: str) -> None:  # kazoo's thread
         def on_trio() -> None:
             self.connection_state = state
+            if self.closed:  # our own close() ended the session: nothing to react to, nothing to warn of
+                log.info("ZooKeeper session closed (%s)", state)
+                return
             if state == "CONNECTED":
                 log.info("ZooKeeper session CONNECTED")
             else:

@@ -22,8 +22,11 @@ Rules:
   files are fsynced by a checkpoint: when the journal's current file passes ``checkpoint_bytes``, a new
   journal file takes the appends, every log written since the previous checkpoint is fsynced (in a worker
   thread, while rounds go on), and then the older journal files are deleted. A journal error fails every
-  journaled write of that round and later ones (never retried); if a checkpoint cannot fsync a log, journal
-  files are kept from then on, so a restart can still replay them.
+  journaled write of that round and later ones (never retried). A log closed since it was written (its
+  topic deleted; it wrote a deletion mark) is settled, not failed: its entries need no fsync. If a
+  checkpoint cannot fsync a log (it is offline now, never retried), the journal files that may hold its
+  entries (those older than the checkpoint's new file) are pinned: said once, kept by every later
+  checkpoint, which still drops the others, until that log is deleted, or replayed by the next start.
 - Fsync child (``fsyncer`` given; the server's default): a round with journaled writes only hands the
   journal's fdatasync to that child process without a worker thread (a thread returning from fsync must win
   the GIL back from the busy event loop). Rounds pipeline: ``run`` submits a round's fsync request and goes
@@ -99,7 +102,8 @@ class GroupCommit:
         self._journaled: dict[PartitionLog, None] = {}  # logs with entries in the current journal file
         self._journal_logs: set[PartitionLog] = set()  # every log ever written through the journal
         self._checkpointing = False
-        self._keep_journal = False  # a checkpoint could not fsync a log: its journal files must stay
+        # logs a checkpoint could not fsync -> the journal files (seqs) that may hold their only durable copy
+        self._pinned: dict[PartitionLog, frozenset[int]] = {}
         self.checkpoints = 0
         self._dirty: set[PartitionLog] = set()
         # in registration order across all logs: callbacks fire in that order (the core needs its writes
@@ -463,20 +467,34 @@ class GroupCommit:
             seq = journal.switch_to(new)  # on the trio thread: no append can fall between the two lines
             failed = await trio.to_thread.run_sync(_flush_logs, logs)
             if failed:
-                self._keep_journal = True
-                log.error("checkpoint: %d logs could not be fsynced; journal files are kept for replay", failed)
-            if not self._keep_journal:
-                await trio.to_thread.run_sync(journal.drop_before, seq)
+                older = frozenset(s for s in journal.seqs() if s < seq)
+                self._pinned.update((plog, older) for plog in failed)
+                log.error("checkpoint: %d logs could not be fsynced (%s); journal files %s are kept for replay "
+                          "until those logs are deleted or the server restarts", len(failed),
+                          ", ".join(sorted(p.name for p in failed)), ", ".join(map(str, sorted(older))))
+            self._forget_closed()
+            keep: set[int] = set().union(*self._pinned.values()) if self._pinned else set()
+            await trio.to_thread.run_sync(journal.drop_before, seq, keep)
             self.checkpoints += 1
         except StorageError as e:  # the journal is offline: the rounds report it to every write
             log.error("journal checkpoint failed: %s", e)
         finally:
             self._checkpointing = False
 
+    def _forget_closed(self) -> None:
+        """Closed logs (deleted topics) are settled: no pin and no place among the journaled logs."""
+        for plog in [p for p in self._journal_logs if p.closed]:
+            self._journal_logs.discard(plog)
+        for plog in [p for p in self._pinned if p.closed]:
+            del self._pinned[plog]
+            log.info("journal: %s was deleted; the journal files kept for it may go", plog.name)
+
     def journal_needed(self) -> bool:
         """Whether the journal may hold the only durable copy of something (a log that went offline before
-        its data reached its own files); at a clean shutdown it is deleted otherwise."""
-        return self._keep_journal or any(plog.offline for plog in self._journal_logs)
+        its data reached its own files, and was not deleted since); at a clean shutdown it is deleted
+        otherwise."""
+        return any(plog.offline and not plog.closed for plog in self._journal_logs) or \
+            any(not plog.closed for plog in self._pinned)
 
     def close(self) -> None:
         """Stop the fsync pool and the fsync child (after the last ``flush_now``)."""
@@ -548,9 +566,10 @@ def _flush_all(logs: list[PartitionLog], pool: ThreadPoolExecutor | None, journa
     return results
 
 
-def _flush_logs(logs: list[PartitionLog]) -> int:
-    """A checkpoint's fsyncs (worker thread); returns how many failed (those logs are offline now)."""
-    return sum(1 for plog in logs if isinstance(_flush(plog), Exception))
+def _flush_logs(logs: list[PartitionLog]) -> list[PartitionLog]:
+    """A checkpoint's fsyncs (worker thread); returns the logs that failed (offline now). A log closed since
+    it was written (its topic deleted) is settled, not failed."""
+    return [plog for plog in logs if isinstance(_flush(plog), Exception) and not plog.closed]
 
 
 def _flush_chunk(logs: list[PartitionLog]) -> dict[PartitionLog, int | Exception]:
@@ -574,7 +593,7 @@ def _call(callback: Callback, error: Exception | None) -> None:
 def _flush(plog: PartitionLog) -> int | Exception:
     try:
         return plog.flush()
-    except StorageError as e:  # offline, or closed because its topic was deleted after the append
+    except StorageError as e:  # offline, or closed (LogClosedError) because its topic was deleted after the append
         return e
     except OSError as e:  # storage converts these, but never let one kill the flusher
         log.error("flush of %s failed: %s", plog.directory, e)

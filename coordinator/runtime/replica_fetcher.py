@@ -31,6 +31,10 @@ Rules:
 - Errors back off (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``); a partition the leader refuses
   (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) waits for the next view. ``follow``
   replaces the partition set (a changed epoch marks a partition for truncation); ``stop`` ends the task.
+- Log levels: a refusal that means the leader has not caught up with the view yet (UNKNOWN_TOPIC_OR_PARTITION
+  while it creates the topic, NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH while it takes the leadership)
+  is normal in the first ``SETTLING_S`` after this node began to follow that partition at that epoch: DEBUG.
+  Past that, or any other refusal, it needs an operator's attention: a rate-limited WARNING.
 """
 
 from __future__ import annotations
@@ -78,8 +82,16 @@ _MAX_FRAME = FETCH_MAX_BYTES + PARTITION_MAX_BYTES + (1 << 20)
 @dataclass(slots=True)
 class _Followed:
     epoch: int
+    since: float = 0.0  # trio time this node began to follow the partition at this epoch
     truncate: bool = True  # truncate by leader epoch before the next fetch
     refused_until: float = 0.0
+
+
+# refusals of a leader that has not caught up with the view yet (a topic being created, a leadership being
+# taken): expected for a moment after the view changed
+_SETTLING_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              ErrorCode.UNKNOWN_LEADER_EPOCH))
+SETTLING_S = 10.0
 
 
 class _Connection:
@@ -139,7 +151,7 @@ class ReplicaFetcher:
         for tp, epoch in parts.items():
             cur = self.partitions.get(tp)
             if cur is None or cur.epoch != epoch:
-                self.partitions[tp] = _Followed(epoch)
+                self.partitions[tp] = _Followed(epoch, trio.current_time())
             else:
                 cur.refused_until = 0.0
         self._changed.set()
@@ -221,6 +233,10 @@ class ReplicaFetcher:
         f.refused_until = trio.current_time() + REFUSED_WAIT_S
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             f.truncate = True
+        if error in _SETTLING_ERRORS and trio.current_time() - f.since < SETTLING_S:
+            log.debug("node %s refused %s-%s at epoch %d: %s (it has not caught up with the view yet)",
+                      self.leader.node_id, tp[0], tp[1], f.epoch, _name(error))
+            return
         self._problems.warning("node %s refused %s-%s at epoch %d: %s", self.leader.node_id, tp[0], tp[1],
                                f.epoch, _name(error))
 

@@ -5,6 +5,8 @@ Rules:
 - `LogOfflineError`: a write or fsync failed once; the partition stays offline until restart and the
   failure is never retried (after a failed fsync the page cache state is unknown, so retrying could
   acknowledge data that is not on disk).
+- `LogClosedError`: the log was closed (its topic deleted, or shutdown). Not a failure of the disk: what
+  was written to a deleted log is settled, and a caller must not count it as a failed fsync.
 - `OffsetOutOfRangeError`: a read below the log start offset or beyond the log end offset.
 """
 
@@ -17,6 +19,10 @@ class StorageError(Exception):
 
 class LogOfflineError(StorageError):
     """The partition log is offline after a write/fsync error; every append and flush raises this."""
+
+
+class LogClosedError(StorageError):
+    """The partition log is closed (its topic was deleted, or the server is stopping)."""
 
 
 class OffsetOutOfRangeError(StorageError):

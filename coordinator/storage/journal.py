@@ -11,7 +11,9 @@ Rules:
   ``u16 name length | name (UTF-8, the partition directory name) | i64 base offset | record batch bytes``.
   An entry with no batch bytes is a truncation mark (``append_truncation``): the log was cut back to that
   offset here, so replay cuts it there too before applying what follows (a cluster follower truncating by
-  leader epoch; the entries it cut must not come back at a restart).
+  leader epoch; the entries it cut must not come back at a restart). One with no batch bytes and base offset
+  -1 is a deletion mark (``append_deletion``): the log was deleted here (its topic deleted), so every entry
+  of that name before it is settled and never replayed, not even into a topic re-created under the name.
 - ``append`` writes one entry into the page cache with one positional write (on the caller's thread) and
   returns the journal position after it; ``append_many`` writes several with one write. Positions count
   bytes over the journal's life since ``open``.
@@ -24,11 +26,14 @@ Rules:
   succeeded.
 - Checkpoints: ``prepare_file()`` creates the next file durably (write header, fsync file, fsync directory;
   any thread), ``switch_to(file)`` makes it the append target (instant, on the appending thread), and
-  ``drop_before(seq)`` deletes older files once the caller has fsynced every log they cover.
+  ``drop_before(seq, keep)`` deletes older files once the caller has fsynced every log they cover, except
+  the files in ``keep`` (they hold entries of a log whose fsync failed: the only durable copy).
 - Open: every file is read in seq order, entry by entry (``recovered()``). Reading a file stops at its first
   entry that is partial, oversized (over ``MAX_ENTRY``) or fails its CRC: a torn tail never stops startup.
   Memory is bounded by one entry at a time while scanning; the caller replays and then calls ``reset()``,
-  which deletes every file and starts an empty one.
+  which deletes every file and starts an empty one. Replay reads the files twice: once for the deletion
+  marks (memory: one int per deleted name), then to apply. Entries it cannot apply are summarised, one line
+  per kind (settled by a deletion, no such log, ...), never a line per entry.
 - Failure: any write or fsync error takes the journal offline for good (``JournalOfflineError`` on every
   later append/sync); after a failed fsync the page cache state is unknown, so it is never retried.
 """
@@ -60,6 +65,8 @@ MAGIC = b"GCJ1"
 HEADER = struct.Struct(">4sI")
 ENTRY_HEAD = struct.Struct(">II")  # size of the rest, crc32c of the body
 MAX_ENTRY = 64 << 20
+DELETION = -1  # the base offset of a deletion mark (an entry with no batch bytes)
+SUMMARY_NAMES = 5  # a replay summary names at most this many logs
 SUFFIX = ".wal"
 
 
@@ -261,6 +268,10 @@ class Journal:
         """Write a truncation mark for log ``name`` at ``offset`` (page cache only; the caller syncs)."""
         return self.append_many([(name, offset, b"")])
 
+    def append_deletion(self, name: str) -> int:
+        """Write a deletion mark for log ``name`` (page cache only: any later entry's fsync covers it)."""
+        return self.append_many([(name, DELETION, b"")])
+
     def sync(self) -> int:
         """fsync what was appended before this call; returns the durable journal position."""
         with self._sync_lock:
@@ -324,11 +335,12 @@ class Journal:
             self._files.append(f)
             return f.seq
 
-    def drop_before(self, seq: int) -> None:
-        """Delete every file numbered below ``seq`` (their entries are durable in the logs)."""
+    def drop_before(self, seq: int, keep: frozenset[int] | set[int] = frozenset()) -> None:
+        """Delete every file numbered below ``seq`` (their entries are durable in the logs) but those in
+        ``keep``."""
         with self._sync_lock, self._lock:
-            doomed = [f for f in self._files if f.seq < seq]
-            self._files = [f for f in self._files if f.seq >= seq]
+            doomed = [f for f in self._files if f.seq < seq and f.seq not in keep]
+            self._files = [f for f in self._files if f.seq >= seq or f.seq in keep]
         for f in doomed:
             try:
                 self.fs.close(f.fd)
@@ -340,6 +352,11 @@ class Journal:
                 self.fs.fsync_dir(self.directory)
             except OSError as exc:
                 log.warning("journal directory %s not fsynced after a removal: %s", self.directory, exc)
+
+    def seqs(self) -> list[int]:
+        """The numbers of the files in use, oldest first."""
+        with self._lock:
+            return [f.seq for f in self._files]
 
     def discard(self) -> None:
         """At a clean shutdown, after every journaled log was flushed and closed: remove every file."""
@@ -363,23 +380,40 @@ class ReplayStats:
     present: int = 0  # entries the logs already held
     skipped: int = 0  # unknown log, undecodable batch, or not at the log end (a gap): reported, not applied
     truncated: int = 0  # truncation marks that cut a log back
+    deleted: int = 0  # entries of a log deleted later in the journal (before its deletion mark): settled
+    missing: dict[str, int] = field(default_factory=dict)  # per log name: entries of a log not here (or offline)
 
 
-def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog | None]
-           ) -> tuple[ReplayStats, list[PartitionLog]]:
+def deletion_points(entries: Iterable[JournalEntry]) -> dict[str, int]:
+    """The index (in journal order) of the last deletion mark of each name: pass one of a replay."""
+    points: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        if e.base_offset == DELETION and not e.batch:
+            points[e.name] = i
+    return points
+
+
+def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog | None],
+           deleted: dict[str, int] | None = None) -> tuple[ReplayStats, list[PartitionLog]]:
     """Re-append to each log the entries it lacks, in journal order; returns the stats and the logs appended
     to (the caller fsyncs them before ``reset``). An entry is applied only when its base offset is exactly
     the log end: below it the log already holds it (same offsets, same bytes), above it is a gap that cannot
     be filled (a warning; nothing is invented). A batch keeps the leader epoch it carries (cluster mode:
     leaders journal their batches stamped, followers their leader's bytes). A truncation mark cuts a log
-    that ends past it back to it (durably, ``truncate_to``)."""
+    that ends past it back to it (durably, ``truncate_to``). ``deleted`` (``deletion_points`` of the same
+    entries): an entry of a name before that name's last deletion mark belongs to a deleted log and is
+    skipped as settled. Skipped entries are summarised in one line per kind at the end."""
     stats = ReplayStats()
+    deleted = deleted or {}
     touched: dict[int, PartitionLog] = {}
-    for e in entries:
+    for i, e in enumerate(entries):
         stats.entries += 1
+        if i < deleted.get(e.name, -1) or (e.base_offset == DELETION and not e.batch):
+            stats.deleted += e.base_offset != DELETION
+            continue
         plog = lookup(e.name)
         if plog is None or plog.offline:
-            log.warning("journal entry for %s at offset %d: no such online log; skipped", e.name, e.base_offset)
+            stats.missing[e.name] = stats.missing.get(e.name, 0) + 1
             stats.skipped += 1
             continue
         if not e.batch:
@@ -405,4 +439,16 @@ def replay(entries: Iterable[JournalEntry], lookup: Callable[[str], PartitionLog
             log.warning("journal entry for %s at offset %d does not meet the log end %d; skipped", e.name,
                         e.base_offset, end)
             stats.skipped += 1
+    _summarise(stats)
     return stats, list(touched.values())
+
+
+def _summarise(stats: ReplayStats) -> None:
+    if stats.deleted:
+        log.info("journal: %d entries of deleted logs skipped (settled by their deletion)", stats.deleted)
+    if stats.missing:
+        top = sorted(stats.missing.items(), key=lambda kv: (-kv[1], kv[0]))
+        named = ", ".join(f"{name}: {n}" for name, n in top[:SUMMARY_NAMES])
+        more = f", and {len(top) - SUMMARY_NAMES} more logs" if len(top) > SUMMARY_NAMES else ""
+        log.warning("journal: %d entries of %d logs that are not here or offline skipped (%s%s)",
+                    sum(stats.missing.values()), len(top), named, more)

@@ -56,7 +56,7 @@ from protocol.record_batch import (
     validate_batch,
 )
 
-from .errors import LogOfflineError, OffsetOutOfRangeError, StorageError
+from .errors import LogClosedError, LogOfflineError, OffsetOutOfRangeError, StorageError
 from .fs import FileSystem
 from .index import OffsetIndex, decode_index_file, encode_index_file
 from .leader_epochs import FILE_NAME as EPOCH_FILE
@@ -302,6 +302,10 @@ class PartitionLog:
         return self._closing
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def offline(self) -> bool:
         return self._offline is not None
 
@@ -322,7 +326,7 @@ class PartitionLog:
         if self._offline is not None:
             raise LogOfflineError(f"partition log {self.directory} is offline: {self._offline}")
         if self._closed:
-            raise StorageError(f"partition log {self.directory} is closed")
+            raise LogClosedError(f"partition log {self.directory} is closed")
 
     def _write_failed(self, exc: OSError) -> LogOfflineError:
         """A failed append write (the caller holds the lock): offline for good."""
@@ -532,7 +536,7 @@ class PartitionLog:
         Returns b"" at the end; raises OffsetOutOfRangeError outside [log start, log end]."""
         with self._lock:
             if self._closed:
-                raise StorageError(f"partition log {self.directory} is closed")
+                raise LogClosedError(f"partition log {self.directory} is closed")
             upper = max(self._recovery_point, self._durable_elsewhere) if upper_bound is None else \
                 min(upper_bound, self.log_end_offset)
             if offset < self._log_start or offset > self.log_end_offset:

@@ -12,7 +12,9 @@ Rules:
   close; a second process gets `StorageError("data dir ... is in use by another process")`.
 - `<data dir>/topic-configs/` holds topic config overrides (topic_config_store.py), not a partition.
 - `<data dir>/journal/` is the shared write-ahead journal (see journal.py), not a partition: `open_journal`
-  replays it into the logs (after they recovered) and starts it afresh.
+  replays it into the logs (after they recovered) and starts it afresh. Deleting a partition while the
+  journal is open writes a deletion mark for it first, so its entries are settled and a topic re-created
+  under the same name never gets them back at a replay.
 - Not thread-safe for create/delete: the runtime calls these from one task; each log is thread-safe
   for one appender + one flusher on its own.
 """
@@ -27,7 +29,7 @@ import shutil
 
 from .errors import StorageError
 from .fs import FileSystem
-from .journal import Journal, ReplayStats, replay
+from .journal import Journal, ReplayStats, deletion_points, replay
 from .log import LogConfig, PartitionLog
 from .topic_config_store import CONFIG_DIR
 
@@ -66,6 +68,7 @@ class LogManager:
         self.fs = fs or FileSystem()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock_fd: int | None = None
+        self.journal: Journal | None = None  # set by open_journal: deletions write their marks into it
         self._check_data_dir()
         self._lock_data_dir()
         try:
@@ -150,6 +153,11 @@ class LogManager:
         plog = self._logs.pop((topic, partition), None)
         if plog is None:
             raise StorageError(f"unknown partition {topic}-{partition}")
+        if self.journal is not None:
+            try:
+                self.journal.append_deletion(plog.name)
+            except StorageError as exc:  # offline journal: nothing journaled from now on can be acknowledged
+                log.warning("journal: no deletion mark for %s-%d: %s", topic, partition, exc)
         plog.close()
         path = plog.directory
         doomed = path + _DELETED_SUFFIX
@@ -169,7 +177,7 @@ class LogManager:
         cache, not the journal), fsync those logs, and start the journal afresh."""
         journal = Journal.open(os.path.join(self.data_dir, JOURNAL_DIR), self.fs)
         try:
-            stats, touched = replay(journal.recovered(), self.by_dir_name)
+            stats, touched = replay(journal.recovered(), self.by_dir_name, deletion_points(journal.recovered()))
             for plog in touched:
                 plog.flush()
             journal.reset()
@@ -178,7 +186,9 @@ class LogManager:
             raise StorageError(f"cannot recover the journal in {self.data_dir}: {exc}") from exc
         if stats.entries:
             log.info("journal: %d entries read, %d re-appended, %d already in their logs, %d skipped, %d "
-                     "truncations", stats.entries, stats.appended, stats.present, stats.skipped, stats.truncated)
+                     "truncations, %d of deleted logs", stats.entries, stats.appended, stats.present, stats.skipped,
+                     stats.truncated, stats.deleted)
+        self.journal = journal
         return journal, stats
 
     def flush_all(self) -> None:
@@ -187,6 +197,7 @@ class LogManager:
                 plog.flush()
 
     def close(self) -> None:
+        self.journal = None
         try:
             for plog in list(self._logs.values()):
                 plog.close()

@@ -334,3 +334,93 @@ async def test_a_waiter_on_a_log_the_journal_does_not_cover_gets_that_logs_fsync
             await _until(lambda: len(got) == 3, "the next journal write")
             assert got[2] == ("again", None) and child.requests == requests + 1  # the child's fsync again
         topic.close()
+
+
+class FailingLogFS(CountingFS):
+    """fsync fails (EIO) for the files of one log directory, while ``broken`` names it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken: str | None = None
+
+    def fsync(self, fd: int) -> None:
+        if self.broken is not None and f"/{self.broken}/" in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.EIO, "Input/output error")
+        super().fsync(fd)
+
+
+def journal_files(tmp_path: Path) -> list[int]:
+    return sorted(int(n[:20]) for n in os.listdir(tmp_path / "journal"))
+
+
+async def test_a_log_deleted_after_its_write_is_settled_and_the_journal_trims(tmp_path: Path, caplog) -> None:
+    fs, journal, logs, gc = setup(tmp_path)
+    done: list[Exception | None] = []
+    gc.stage(logs[0], [(b"k", b"v")], done.append)
+    gc.stage(logs[1], [(b"k", b"v")], done.append)
+    await gc.flush_now()
+    assert done == [None, None]
+    journal.append_deletion(logs[1].name)  # as LogManager.delete does, then closes the log
+    logs[1].close()
+    for n in range(3):  # every later checkpoint trims: nothing kept for the deleted log
+        gc.stage(logs[0], [(b"k%d" % n, b"v")], done.append)
+        await gc.flush_now()
+        await gc.checkpoint()
+        assert journal_files(tmp_path) == [journal.current_seq]
+    assert "could not be fsynced" not in caplog.text
+    assert not gc.journal_needed()
+
+
+async def test_a_log_whose_checkpoint_fsync_fails_pins_its_journal_files_only(tmp_path: Path, caplog) -> None:
+    fs = FailingLogFS()
+    logs = [PartitionLog.open(str(tmp_path / f"__consumer_offsets-{i}"), fs=fs) for i in range(2)]
+    journal = Journal.open(str(tmp_path / "journal"), fs)
+    journal.reset()
+    gc = GroupCommit(0, journal=journal)
+    done: list[Exception | None] = []
+    gc.stage(logs[0], [(b"a", b"1")], done.append)
+    gc.stage(logs[1], [(b"b", b"1")], done.append)
+    await gc.flush_now()
+    assert done == [None, None]  # durable in the journal: acknowledged
+    first = journal.current_seq
+    fs.broken = "__consumer_offsets-1"
+    await gc.checkpoint()
+    assert logs[1].offline
+    assert caplog.text.count("could not be fsynced") == 1 and "__consumer_offsets-1" in caplog.text
+    assert journal_files(tmp_path) == [first, first + 1]  # the failed log's entries stay
+    assert gc.journal_needed()
+    for n in range(3):  # later checkpoints succeed: they drop their own older files, never the pinned one
+        gc.stage(logs[0], [(b"a%d" % n, b"2")], done.append)
+        await gc.flush_now()
+        await gc.checkpoint()
+        assert journal_files(tmp_path) == [first, journal.current_seq]
+    assert caplog.text.count("could not be fsynced") == 1
+    assert gc.journal_needed()
+    # a restart replays the pinned file: the failed log's acknowledged record is back in its own files
+    journal.close()
+    for plog in logs:
+        plog.close()
+    again = PartitionLog.open(str(tmp_path / "__consumer_offsets-1"))
+    replayed = [e for e in Journal.open(str(tmp_path / "journal")).recovered() if e.name == again.name]
+    assert [e.base_offset for e in replayed] == [0]
+    again.close()
+
+
+async def test_deleting_a_log_whose_fsync_failed_releases_its_pinned_files(tmp_path: Path) -> None:
+    fs = FailingLogFS()
+    logs = [PartitionLog.open(str(tmp_path / f"t-{i}"), fs=fs) for i in range(2)]
+    journal = Journal.open(str(tmp_path / "journal"), fs)
+    journal.reset()
+    gc = GroupCommit(0, journal=journal)
+    gc.stage(logs[0], [(b"a", b"1")], lambda e: None)
+    gc.stage(logs[1], [(b"b", b"1")], lambda e: None)
+    await gc.flush_now()
+    fs.broken = "t-1"
+    await gc.checkpoint()
+    assert len(journal_files(tmp_path)) == 2
+    logs[1].close()  # its topic deleted: the pinned file holds nothing anyone needs
+    gc.stage(logs[0], [(b"a", b"2")], lambda e: None)
+    await gc.flush_now()
+    await gc.checkpoint()
+    assert journal_files(tmp_path) == [journal.current_seq]
+    assert not gc.journal_needed()
