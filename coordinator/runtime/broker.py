@@ -31,7 +31,7 @@ from coordinator.runtime.dispatch import Handler
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
 from coordinator.runtime.topic_cleaner import user_compaction_loop
-from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config
+from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config, valid_topic_name
 from coordinator.storage.compaction import compact
 from coordinator.storage.errors import StorageError
 from coordinator.storage.fsync_process import FsyncProcess
@@ -42,6 +42,7 @@ from protocol.codec import Request
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.hotpath import decode_offset_commit
 from protocol.messages import ALL
+from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
@@ -324,7 +325,8 @@ class Broker:
 
     def topic_metadata(self, name: str, count: int | None) -> dict[str, Any]:
         if count is None:
-            return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if valid_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION
+            return {"error_code": error, "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": []}
         parts = [
             {"error_code": 0, "partition_index": p, "leader_id": self.node_id, "leader_epoch": 0,
              "replica_nodes": [self.node_id], "isr_nodes": [self.node_id], "offline_replicas": []}
@@ -333,7 +335,23 @@ class Broker:
         return {"error_code": 0, "name": name, "topic_id": topic_id(name), "is_internal": name == OFFSETS_TOPIC,
                 "partitions": parts}
 
+    @staticmethod
+    def created_topic_metadata(name: str) -> dict[str, Any]:
+        """The entry for a topic this very request auto-created (Kafka: the creation is not yet in the
+        metadata cache, so the answer has no partitions and no topic id)."""
+        return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "topic_id": ZERO_UUID,
+                "is_internal": False, "partitions": []}
+
     def handle_metadata(self, request: Request, slot: Slot) -> None:
+        """Single node: the topics asked for (null, or v0's empty list: all), once each, in asked order.
+
+        A missing topic asked for by name is answered as Kafka's KafkaApis.getTopicMetadata and
+        AutoTopicCreationManager (ZooKeeper mode) answer it: an illegal name INVALID_TOPIC_EXCEPTION; when
+        auto-creation is allowed (``auto.create.topics.enable`` and the request's
+        ``allow_auto_topic_creation``, true before v4) the topic is created now and this answer names it
+        with LEADER_NOT_AVAILABLE, no partitions and the zero topic id (the next Metadata lists it, as the
+        cluster mode does); otherwise UNKNOWN_TOPIC_OR_PARTITION (also for a ``__`` name, never
+        auto-created here)."""
         if self.cluster is not None:
             self._cluster_metadata(request, slot)
             return
@@ -341,20 +359,23 @@ class Broker:
         ts = self.topic_service
         topics = ts.topics() if ts is not None else {}
         topics[OFFSETS_TOPIC] = self.config["offsets.topic.num.partitions"]  # listed as internal, as Kafka
+        created: set[str] = set()
         if wanted is None or (request.version == 0 and not wanted):
             names = sorted(topics)  # null (or v0 empty) means all topics
         else:
-            names = [t["name"] for t in wanted if t.get("name") is not None]
+            asked = [t["name"] for t in wanted if t.get("name") is not None]
+            names = list(dict.fromkeys(asked))
             allow = request.body.get("allow_auto_topic_creation", True)
             for n in names:
                 if n not in topics and allow and ts is not None and ts.auto_create(n):
-                    topics = ts.topics()
+                    created.add(n)
         slot.complete({
             "throttle_time_ms": 0,
             "brokers": [self.broker_entry()],
             "cluster_id": self.config["cluster.id"],
             "controller_id": self.node_id,
-            "topics": [self.topic_metadata(n, topics.get(n)) for n in names],
+            "topics": [self.created_topic_metadata(n) if n in created else self.topic_metadata(n, topics.get(n))
+                       for n in names],
         })
 
     def _cluster_metadata(self, request: Request, slot: Slot) -> None:
