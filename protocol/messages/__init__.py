@@ -5,13 +5,18 @@ Rule: ``ALL`` maps api key -> ApiSchema; a module is listed here exactly once, i
 
 from protocol.messages import (
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     fetch,
     find_coordinator,
     heartbeat,
@@ -27,15 +32,18 @@ from protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 from protocol.schema import ApiSchema
 
 _MODULES = (
     produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator, join_group,
-    heartbeat, leave_group, sync_group, describe_groups, list_groups, api_versions, create_topics,
-    delete_topics, init_producer_id, offset_for_leader_epoch, describe_configs, alter_configs, create_partitions,
-    delete_groups, incremental_alter_configs, offset_delete,
+    heartbeat, leave_group, sync_group, describe_groups, list_groups, sasl_handshake, api_versions,
+    create_topics, delete_topics, init_producer_id, offset_for_leader_epoch, describe_acls, create_acls,
+    delete_acls, describe_configs, alter_configs, sasl_authenticate, create_partitions, delete_groups,
+    incremental_alter_configs, offset_delete, describe_user_scram_credentials, alter_user_scram_credentials,
 )
 
 ALL: dict[int, ApiSchema] = {m.SCHEMA.key: m.SCHEMA for m in _MODULES}

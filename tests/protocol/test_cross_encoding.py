@@ -45,9 +45,10 @@ with warnings.catch_warnings():
     from kafka.protocol import consumer as kp_consumer
     from kafka.protocol import metadata as kp_metadata
     from kafka.protocol import producer as kp_producer
+    from kafka.protocol import sasl as kp_sasl
     from kafka.protocol.schemas.fields.codecs import BitField
 
-_MODULES = (kp_admin, kp_consumer, kp_metadata, kp_producer)
+_MODULES = (kp_admin, kp_consumer, kp_metadata, kp_producer, kp_sasl)
 INT32_MIN = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -249,6 +250,11 @@ DEFAULT_DIFFERENCES: dict[tuple[str, str], tuple[str, frozenset[str]]] = {
     ("InitProducerId", "Request"): ("0+", frozenset({"transactional_id"})),
     ("FindCoordinator", "Response"): ("1-3", frozenset({"error_message"})),
     ("JoinGroup", "Response"): ("7+", frozenset({"protocol_name"})),
+    ("SaslAuthenticate", "Response"): ("0+", frozenset({"error_message"})),
+    ("DescribeAcls", "Request"): ("0+", frozenset({"resource_name_filter", "principal_filter", "host_filter"})),
+    ("DescribeAcls", "Response"): ("0+", frozenset({"error_message"})),
+    ("DescribeUserScramCredentials", "Request"): ("0+", frozenset({"users"})),
+    ("DescribeUserScramCredentials", "Response"): ("0+", frozenset({"error_message"})),
 }
 
 

@@ -5,9 +5,10 @@ are flattened into one row per field present in that version -- path, snake_case
 array of structs, "struct" for a nested struct), nullable, tag (None when not tagged) and the default an
 encoder writes -- and the two lists must be equal. Non-tagged fields keep their order; tagged fields follow
 their struct's non-tagged fields, sorted by tag. The request/response flexible flag must match Kafka's
-flexibleVersions. Versions the JSON no longer covers (Produce 0-2) are checked for names, order and types
-against kafka-python's legacy hand-written schemas. A last group of tests breaks a declaration on purpose
-(rename, drop, reorder, wrong range, wrong tag) and shows the comparison catches it.
+flexibleVersions. Versions the JSON no longer covers (KIP-896's removals: Produce 0-2, the ACL APIs' v0,
+...) are checked for names, order and types against kafka-python's legacy hand-written schemas. A last group
+of tests breaks a declaration on purpose (rename, drop, reorder, wrong range, wrong tag) and shows the
+comparison catches it.
 """
 
 from __future__ import annotations
@@ -40,14 +41,19 @@ SERVED = {
     42: ("DeleteGroups", "0-2"),
     32: ("DescribeConfigs", "0-4"), 33: ("AlterConfigs", "0-2"), 44: ("IncrementalAlterConfigs", "0-1"),
     47: ("OffsetDelete", "0"),
+    17: ("SaslHandshake", "0-1"), 36: ("SaslAuthenticate", "0-2"),
+    29: ("DescribeAcls", "0-3"), 30: ("CreateAcls", "0-3"), 31: ("DeleteAcls", "0-3"),
+    50: ("DescribeUserScramCredentials", "0"), 51: ("AlterUserScramCredentials", "0"),
 }
 
 # Versions we serve that Kafka 4.x's JSON dropped (KIP-896); checked against kafka-python's old schemas.
 NOT_IN_JSON = {("Produce", 0), ("Produce", 1), ("Produce", 2), ("DescribeConfigs", 0),
                ("ListOffsets", 0), ("OffsetCommit", 0), ("OffsetCommit", 1), ("OffsetFetch", 0),
-               ("CreateTopics", 0), ("CreateTopics", 1), ("DeleteTopics", 0)}
+               ("CreateTopics", 0), ("CreateTopics", 1), ("DeleteTopics", 0),
+               ("DescribeAcls", 0), ("CreateAcls", 0), ("DeleteAcls", 0)}
 LEGACY_MODULE = {"Produce": "produce", "DescribeConfigs": "admin", "ListOffsets": "list_offsets",
-                 "OffsetCommit": "commit", "OffsetFetch": "commit", "CreateTopics": "admin", "DeleteTopics": "admin"}
+                 "OffsetCommit": "commit", "OffsetFetch": "commit", "CreateTopics": "admin", "DeleteTopics": "admin",
+                 "DescribeAcls": "admin", "CreateAcls": "admin", "DeleteAcls": "admin"}
 
 Row = tuple[str, str, bool, int | None, Any]  # path, type, nullable, tag, default
 
