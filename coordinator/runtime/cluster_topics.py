@@ -27,7 +27,8 @@ Rules (Apache Kafka's ZooKeeper-era broker is the spec):
 - Produce answers (``complete_produce``): acks=1 once the leader's own fsync covers the append; acks=all
   once the high watermark covers it with enough in-sync replicas (``Replication.when_replicated``, bounded
   by the request's ``timeout_ms``), else that partition's ``ReplicationError.produce_error``. Consumers read
-  below the replicated high watermark (``high_watermark``).
+  below the replicated high watermark (``high_watermark``), and retention deletes no local segment above
+  this node's high watermark for the partition (``retention_bound``, given to ``TopicService``).
 - Metadata lists the view's topics with leader, replicas, ISR and leader epoch (the same on every node);
   auto-creation (``auto.create.topics.enable``, ``num.partitions``, ``default.replication.factor``) is
   queued with the member and answered LEADER_NOT_AVAILABLE; a default replication factor above the live
@@ -99,6 +100,7 @@ class ClusterTopics:
         self._checked: dict[str, tuple[dict[str, str], dict[str, str]]] = {}  # topic -> (ZooKeeper's, checked)
         self.replication: Replication | None = None  # set by the broker
         member.on_topics = self.follow
+        ts.retention_bound = self.retention_bound
 
     # ---------------------------------------------------------------- following the view
     def follow(self, view: ClusterView, configs: dict[str, dict[str, str]]) -> None:
@@ -196,6 +198,10 @@ class ClusterTopics:
     def high_watermark(self, topic: str, partition: int) -> int:
         assert self.replication is not None
         return self.replication.high_watermark(topic, partition)
+
+    def retention_bound(self, topic: str, partition: int) -> int | None:
+        """The offset retention may delete a local log up to (``Replication.retention_bound``)."""
+        return None if self.replication is None else self.replication.retention_bound(topic, partition)
 
     def handle_follower_fetch(self, req: Request, slot: Slot) -> None:
         assert self.replication is not None

@@ -17,7 +17,8 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
   fetch with nothing to send waits (``max_wait_ms``) until something is appended (``notify_append``).
 - High watermark: the least durable end over the ISR (``replica_state.LeaderReplicaState.advance``), moved
   on every follower fetch and every local fsync the services report (``when_replicated``/``notify_local``).
-  Consumers (Fetch replica_id -1) read below it.
+  Consumers (Fetch replica_id -1) read below it, and retention deletes no segment above it
+  (``retention_bound``; a follower's: the leader's last reported one, capped at its own durable end).
 - Acknowledgements (``when_replicated``, and ``staging`` for the group commit): answered once the high
   watermark covers the write and the ISR has ``min.insync.replicas`` members (capped at the replica count);
   when the high watermark covers it with fewer, NOT_ENOUGH_REPLICAS_AFTER_APPEND (produce) /
@@ -397,6 +398,21 @@ class Replication:
         """What consumers may read below: the replicated high watermark where this node leads."""
         st = self.leaders.get((topic, partition))
         return st.high_watermark if st is not None else 0
+
+    def retention_bound(self, topic: str, partition: int) -> int | None:
+        """The offset retention may delete this node's log of a partition up to (Kafka deletes no segment
+        above the high watermark, so the log start never passes it): where this node leads, the replicated
+        high watermark; where it is a replica otherwise, its own (the leader's last reported one, capped at
+        its durable end, as ``_lead`` would start from; its log start while none was reported: nothing
+        goes); None for a log it does not replicate (a stray local topic: the log's own durable end)."""
+        tp = (topic, partition)
+        st = self.leaders.get(tp)
+        if st is not None:
+            return st.high_watermark
+        plog = self.logs.get(tp)
+        if plog is None:
+            return None
+        return min(self.follower_hw.get(tp, plog.log_start_offset), plog.high_watermark)
 
     def can_acknowledge(self, topic: str, partition: int) -> int:
         """0, or the produce error refusing an acks=all write before it is appended (Kafka's

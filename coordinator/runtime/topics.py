@@ -26,6 +26,11 @@ Rules:
   for a partition this node does not lead (``self.cluster.lead_error``); follower fetches (replica_id >= 0),
   acks=all answers and the high watermark consumers read below are replication's (``ClusterTopics``).
   Single-node mode never takes these branches.
+- Retention (``retention_loop``, every ``log.retention.check.interval.ms``): each user log's
+  ``PartitionLog.apply_retention``, which deletes no segment above a high watermark (Kafka's
+  ``deletableSegments``; the active segment too once it is wholly below): in single-node mode the log's own
+  durable end; in cluster mode the bound ``retention_bound`` gives (``ClusterTopics`` sets it: a leader's
+  replicated high watermark, a follower's own).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import re
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -163,6 +169,9 @@ class TopicService:
                 self._counts[topic] = max(self._counts.get(topic, 0), part + 1)
         self._load_configs()
         self.cluster: ReplicatedTopics | None = None  # cluster mode (#20): set by the broker
+        # (topic, partition) -> the offset retention may delete up to; None: the log's own high watermark.
+        # Cluster mode: set by ClusterTopics (the replicated high watermark)
+        self.retention_bound: Callable[[str, int], int | None] = lambda _topic, _partition: None
         self.topic_ids = TopicIds(self._known_names, topic_id)  # Fetch v13+ (topic_ids.py)
         self.offsets_tail = internal_topics.TailWatcher(self._offsets_high_watermarks, self._wake_fetchers)
 
@@ -713,6 +722,8 @@ class TopicService:
 
     # ---------------------------------------------------------------- retention
     async def retention_loop(self, interval_s: float = 60.0) -> None:
+        """Every ``interval_s``: retention of each user log, up to its ``retention_bound`` (read here, on the
+        trio thread; the log caps it at its own durable end when it deletes, after any truncation)."""
         while True:
             await trio.sleep(interval_s)
             now = int(time.time() * 1000)
@@ -720,6 +731,6 @@ class TopicService:
                 plog = self.logs.get(topic, part)
                 if plog is not None and not topic.startswith("__"):
                     try:
-                        await trio.to_thread.run_sync(plog.apply_retention, now)
+                        await trio.to_thread.run_sync(plog.apply_retention, now, self.retention_bound(topic, part))
                     except (StorageError, OSError) as e:
                         log.error("retention of %s-%s failed: %s", topic, part, e)

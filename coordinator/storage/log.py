@@ -31,12 +31,20 @@ Rules and invariants:
   left behind its leader's log start;
   ``truncate_to(offset)`` cuts whole batches (fsync, later segments deleted, checkpoint and epoch file
   rewritten) before returning.
-- Retention (only when the config's policy includes delete) deletes whole closed segments, oldest first,
-  never the active one, and advances the log start offset; the checkpoint file (`recovery-point`, written atomically) records both offsets.
+- Retention (only when the config's policy includes delete; Kafka's ``UnifiedLog.deleteOldSegments``) deletes
+  whole segments, oldest first, while each is older than ``retention.ms`` (its newest record timestamp) or
+  the log stays at least ``retention.bytes`` without it, and only while the segment's upper bound (the next
+  segment's base offset; the log end for the active segment) is at or below the high watermark: the
+  caller's bound (cluster mode: the replicated one), capped at this log's own durable end. The active
+  segment goes too when it qualifies, unless it is empty; it is rolled first (under ``_append_lock``: no
+  append races the roll), as a log always has a segment, so then log start = log end = the new empty active
+  segment's base offset. Retention advances the log start offset; the checkpoint file (`recovery-point`,
+  written atomically) records both offsets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -618,40 +626,65 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ retention
 
-    def apply_retention(self, now_ms: int) -> list[int]:
-        """Delete old closed segments by time (max timestamp older than retention.ms) and size
-        (retention.bytes); returns the deleted segments' base offsets."""
-        cfg = self.config
-        if not cfg.delete:  # cleanup.policy=compact: nothing is deleted by age or size
+    def apply_retention(self, now_ms: int, high_watermark: int | None = None) -> list[int]:
+        """Delete old segments by time (newest timestamp older than retention.ms) and size (retention.bytes),
+        oldest first, none whose upper bound is above ``high_watermark`` (None: this log's own; either way
+        capped at this log's durable end); the active segment too when it qualifies and is not empty, after
+        rolling a new empty one at the log end. Returns the deleted segments' base offsets."""
+        if not self.config.delete:  # cleanup.policy=compact: nothing is deleted by age or size
             return []
-        with self._cleaner_lock, self._flush_lock:
+        with self._cleaner_lock:
             with self._lock:
                 self._check_online()
-                victims: list[Segment] = []
-                total = sum(s.size for s in self._segments)
-                for seg in self._segments[:-1]:
-                    too_old = cfg.retention_ms is not None and seg.max_timestamp < now_ms - cfg.retention_ms
-                    too_big = cfg.retention_bytes is not None and total - seg.size >= cfg.retention_bytes
-                    if not (too_old or too_big):
-                        break
-                    victims.append(seg)
-                    total -= seg.size
+                # the append lock is taken only when the active segment may go (it is needed for the roll)
+                whole = self._deletable_locked(now_ms, high_watermark) == len(self._segments)
+            with self._append_lock if whole else contextlib.nullcontext(), self._flush_lock:
+                with self._lock:
+                    self._check_online()
+                    count = self._deletable_locked(now_ms, high_watermark)
+                    if count == len(self._segments) and not whole:
+                        count -= 1  # became deletable meanwhile (appended or flushed): the next pass takes it
+                    victims = self._segments[:count]
                 if not victims:
                     return []
-                del self._segments[:len(victims)]
-                self._log_start = max(self._log_start, self._segments[0].base_offset)
-                self._recovery_point = max(self._recovery_point, self._log_start)
-            try:
-                for seg in victims:
-                    self.fs.close(seg.fd)
-                    self._delete_segment_files(seg.base_offset)
-                self.fs.fsync_dir(self.directory)
-                self._write_checkpoint()
-            except OSError as exc:
-                raise self._go_offline("retention", exc) from exc
-            for seg in victims:
-                log.info("partition %s: retention deleted segment %s", self.directory, seg.log_path)
-            return [s.base_offset for s in victims]
+                if count == len(self._segments):  # "we must always have at least one segment"
+                    self._roll()
+                    self._active_since = None
+                with self._lock:
+                    del self._segments[:count]
+                    self._log_start = max(self._log_start, self._segments[0].base_offset)
+                    self._recovery_point = max(self._recovery_point, self._log_start)
+                try:
+                    for seg in victims:
+                        self.fs.close(seg.fd)
+                        self._delete_segment_files(seg.base_offset)
+                    self.fs.fsync_dir(self.directory)
+                    self._write_checkpoint()
+                except OSError as exc:
+                    raise self._go_offline("retention", exc) from exc
+        for seg in victims:
+            log.info("partition %s: retention deleted segment %s", self.directory, seg.log_path)
+        return [s.base_offset for s in victims]
+
+    def _deletable_locked(self, now_ms: int, high_watermark: int | None) -> int:
+        """How many segments, oldest first, retention deletes now (Kafka's ``deletableSegments``)."""
+        cfg = self.config
+        bound = self.high_watermark if high_watermark is None else min(high_watermark, self.high_watermark)
+        segs = self._segments
+        total = sum(s.size for s in segs)
+        count = 0
+        for i, seg in enumerate(segs):
+            last = i == len(segs) - 1
+            upper = seg.next_offset if last else segs[i + 1].base_offset
+            if upper > bound or (last and seg.size == 0):
+                break
+            too_old = cfg.retention_ms is not None and seg.max_timestamp < now_ms - cfg.retention_ms
+            too_big = cfg.retention_bytes is not None and total - seg.size >= cfg.retention_bytes
+            if not (too_old or too_big):
+                break
+            total -= seg.size
+            count += 1
+        return count
 
     # ------------------------------------------------------------------ for compaction (same package)
 

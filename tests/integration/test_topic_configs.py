@@ -214,7 +214,8 @@ def test_a_topic_with_long_retention_keeps_old_segments_while_the_server_default
 def test_log_append_time_and_compression_type_apply_per_topic(server: ServerProcess) -> None:
     create(server.port, [("stamped", 1, {"message.timestamp.type": "LogAppendTime", "compression.type": "gzip"}),
                          ("plain", 1, {})])
-    ts = 1_000_000
+    # within the default retention.ms: a 1970 CreateTime would be deleted, active segment and all, at once
+    ts = int(time.time() * 1000) - HOUR
     for topic in ("stamped", "plain"):
         res = produce(server.port, topic, build_batch([(b"k", b"v" * 100, [], ts)], compression=Compression.LZ4))
         assert res["error_code"] == 0
