@@ -6,6 +6,8 @@ Rules:
 - ``read()`` runs in a Python worker on a pickled copy: it opens its own connections (never in
   ``__init__``), fetches exactly ``[start, end)`` of one partition with ``client.range_reader.RangeReader``
   and yields ``pyarrow.RecordBatch`` rows of the source schema. Workers join no group and commit nothing.
+  Nothing to read (an empty topic, or no offsets between start and end) is an empty result: PySpark then
+  hands ``read()`` its placeholder ``InputPartition(None)``, which yields no rows.
 - Data loss (offsets gone to retention, a deleted topic or partition, a log shorter than planned): with
   ``failOnDataLoss`` true (the default) the task fails with a message naming the partition, the offsets and
   the option; with false it logs a warning and reads what is left of the range.
@@ -92,5 +94,6 @@ class BatchReader(DataSourceReader):
         return [RangePartition(r) for r in plan_ranges(start, end, o.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
+        if not isinstance(partition, RangePartition):
+            return  # Spark's InputPartition(None), sent when partitions() planned nothing: no rows
         yield from read_range(self.opts, partition.range)

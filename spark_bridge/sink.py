@@ -14,6 +14,13 @@ Rules (Spark's Kafka sink):
   murmur2 of the key, else the topic's sticky partition, moved on after ``batch_size`` bytes of keyless
   rows) and handed over with one ``Producer.send_many`` per destination partition, in row order: no future
   and no lock round per row. A record's timestamp is the time its Arrow batch was handed over.
+- Save modes (batch): only ``append``. PySpark hands a Python data source only append and overwrite; Spark
+  itself refuses ErrorIfExists (the default) and Ignore with UNSUPPORTED_DATA_SOURCE_SAVE_MODE before any
+  of our code runs (its table is built on the JVM side), so there is no hook for a message of ours there.
+  ``overwrite`` is refused here, on the driver, as Spark's Kafka sink refuses it: a topic is only ever
+  appended to, and an overwrite that silently appended would surprise. Streaming: Spark passes
+  ``overwrite`` for the complete output mode, which is accepted (each trigger appends the whole result, as
+  Spark's Kafka sink does).
 """
 
 from __future__ import annotations
@@ -40,6 +47,10 @@ COLUMNS = ("value", "key", "topic", "partition", "headers")
 
 class SinkError(RuntimeError):
     """A row could not be written (no topic for it, or the broker refused it)."""
+
+
+OVERWRITE_REFUSED = ('the groupcoord sink cannot write in the "Overwrite" save mode: a topic is only ever '
+                     'appended to (records are not deleted); use .mode("append")')
 
 
 @dataclass
@@ -197,7 +208,9 @@ def _check_done(pending: deque[tuple[str, int, RecordsFuture]]) -> None:
 
 
 class BatchWriter(DataSourceArrowWriter):
-    def __init__(self, opts: WriteOptions, schema: StructType) -> None:
+    def __init__(self, opts: WriteOptions, schema: StructType, overwrite: bool = False) -> None:
+        if overwrite:
+            raise OptionsError(OVERWRITE_REFUSED)
         check_schema(schema, opts)
         check_reachable(opts.bootstrap)
         self.opts = opts

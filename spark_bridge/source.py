@@ -3,7 +3,8 @@
 Rules:
 - ``GroupcoordDataSource`` only parses and checks options (``spark_bridge.options``) and hands out readers
   and writers; it opens no connection. Source options are checked for every read (batch or stream), sink
-  options for every write, each with its own list of valid names.
+  options for every write, each with its own list of valid names. Batch writes take the save mode
+  ``append`` only (``spark_bridge.sink`` says why and what Spark itself refuses).
 - Spark creates the data source object on the driver for ``schema()`` and the reader/writer factories, and
   pickles the readers/writers to workers: everything reachable from them must pickle (parsed options are
   frozen dataclasses; clients are created lazily and dropped when pickled).
@@ -41,7 +42,7 @@ class GroupcoordDataSource(DataSource):
         return StreamReader(self._read_options(streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
-        return BatchWriter(parse_write(as_dict(self.options)), schema)
+        return BatchWriter(parse_write(as_dict(self.options)), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
         return StreamWriter(parse_write(as_dict(self.options)), schema)

@@ -65,6 +65,13 @@ def test_schema_has_no_headers_column_by_default(spark: Any, bootstrap: str, top
     assert [(r.key, r.value, r.offset) for r in df.collect()] == [(b"k", b"v", 0)]
 
 
+def test_an_empty_topic_or_range_reads_as_no_rows(spark: Any, bootstrap: str, topic: str) -> None:
+    make_topic(bootstrap, topic, 2)
+    assert load(spark, bootstrap, subscribe=topic).collect() == []  # PySpark's placeholder partition
+    produce(bootstrap, topic, records_for(4, 2))
+    assert load(spark, bootstrap, subscribe=topic, startingOffsets=f'{{"{topic}":{{"0":2,"1":2}}}}').count() == 0
+
+
 def test_ending_offsets_json_bounds_the_read(spark: Any, bootstrap: str, topic: str) -> None:
     make_topic(bootstrap, topic, 2)
     produce(bootstrap, topic, records_for(100, 2))  # 50 per partition

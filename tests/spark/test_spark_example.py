@@ -1,4 +1,5 @@
-"""The example pipeline (spark_bridge/examples/click_counts.py) end to end: counts out, zero lag after."""
+"""The example pipelines (spark_bridge/examples/) end to end: click_counts (counts out, zero lag after) and
+batch_write (appended rows read back)."""
 
 from __future__ import annotations
 
@@ -45,3 +46,16 @@ def test_click_counts_example_counts_per_key_and_its_group_has_zero_lag(spark: A
     assert totals == Counter(keys)
     assert group_offsets_cli(bootstrap, "click-counter") == {
         (click_counts.IN_TOPIC, 0): (30, 30, 0), (click_counts.IN_TOPIC, 1): (30, 30, 0)}
+
+
+def test_batch_write_example_appends_and_reads_back(spark: Any, bootstrap: str, topic: str) -> None:
+    from spark_bridge.examples import batch_write
+
+    make_topic(bootstrap, topic, 2)
+    batch_write.write(spark, bootstrap, topic, 7)
+    batch_write.write(spark, bootstrap, topic, 7)  # a second run appends
+    rows = batch_write.read(spark, bootstrap, topic).collect()
+    assert len(rows) == 14
+    assert Counter((r.key, r.value) for r in rows) == Counter(
+        {(f"k{i}", f"hello {i}"): 2 for i in range(7)})
+    assert len({(r.partition, r.offset) for r in rows}) == 14
