@@ -46,11 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run the coordinator daemon")
     _add_config_flags(serve)
     from client import admin_cli, cluster_cli, console_cli  # these commands are clients of a running server
+    from coordinator import users_cli  # reads a stopped server's data dir, or asks a running one
 
     admin_cli.add_parsers(sub)
     console_cli.add_parsers(sub)
     cluster_cli.add_parsers(sub)
+    users_cli.add_parsers(sub)
     args = parser.parse_args(argv)
+    if args.command == "users":
+        return users_cli.run(args)
     if args.command in ("groups", "topics", "retry"):
         return admin_cli.run(args)
     if args.command in ("produce", "consume", "cluster"):  # commands that open their own connections

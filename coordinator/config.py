@@ -153,7 +153,48 @@ KEYS: tuple[Key, ...] = (
         "elsewhere, in percent, above which the controller moves them back.", 0, 100),
     Key("leader.imbalance.check.interval.seconds", int, 300, "Cluster mode: how often the controller checks "
         "the leader imbalance.", 1),
+    # security (coordinator/runtime/security/): listeners, TLS, SASL, authorization
+    Key("listeners", str, "", "Listeners, 'NAME://host:port,...' (e.g. PLAINTEXT://127.0.0.1:9092,"
+        "SASL_SSL://0.0.0.0:9093); empty = one PLAINTEXT listener on host:port."),
+    Key("advertised.listeners", str, "", "What Metadata and FindCoordinator answer per listener, same form; "
+        "default: listeners."),
+    Key("listener.security.protocol.map", str, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL", "Security protocol of each listener name, 'NAME:PROTOCOL,...'."),
+    Key("inter.broker.listener.name", str, "", "Cluster mode: the listener peers use for node-to-node "
+        "requests; empty = the first listener."),
+    Key("ssl.keystore.type", str, "PEM", "Keystore file type (only PEM).", choices=("PEM",)),
+    Key("ssl.keystore.location", str, "", "PEM file with the private key and the certificate chain."),
+    Key("ssl.key.password", str, "", "Password of an encrypted private key in the keystore."),
+    Key("ssl.truststore.type", str, "PEM", "Truststore file type (only PEM).", choices=("PEM",)),
+    Key("ssl.truststore.location", str, "", "PEM CA bundle that client certificates are checked against."),
+    Key("ssl.client.auth", str, "none", "Client certificates: none, requested or required (on SASL_SSL only "
+        "the listener-prefixed key counts, KIP-684).", choices=("none", "requested", "required")),
+    Key("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions accepted (TLSv1.2, TLSv1.3)."),
+    Key("ssl.cipher.suites", str, "", "OpenSSL cipher list for TLS 1.2; empty = the defaults."),
+    Key("ssl.principal.mapping.rules", str, "DEFAULT", "How a client certificate's subject DN becomes the "
+        "principal's name (KIP-371 rules)."),
+    Key("sasl.enabled.mechanisms", str, "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms offered on SASL "
+        "listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (checked against the SCRAM credentials)."),
+    Key("sasl.server.max.receive.size", int, 524_288, "Largest frame before and during authentication.", 1024),
+    Key("connection.failed.authentication.delay.ms", int, 100, "A failed authentication's connection is "
+        "closed this long after its answer.", 0),
+    Key("connections.max.reauth.ms", int, 0, "SASL session lifetime told to clients (KIP-368); a connection "
+        "that does not re-authenticate in time is closed at its next request; 0 = no limit.", 0),
+    Key("authorizer.class.name", str, "", "Turns ACL authorization on: kafka.security.authorizer.AclAuthorizer "
+        "(or groupcoord's name, acl); empty = off.",
+        choices=("", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "acl")),
+    Key("super.users", str, "", "Principals allowed everything, ';'-separated (User:admin;User:CN=node1)."),
+    Key("allow.everyone.if.no.acl.found", bool, False, "With the authorizer on: a resource with no ACL is "
+        "open to all (default: closed)."),
 )
+# keys a listener may override as ``listener.name.<listener lower case>.<key>`` (Kafka's per-listener configs)
+PER_LISTENER = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
+    "ssl.truststore.location", "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
+    "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
+    "connections.max.reauth.ms",
+})
 BY_NAME = {k.name: k for k in KEYS}
 
 
@@ -187,8 +228,18 @@ class Config:
         raise AttributeError("Config is immutable")
 
 
-def coerce(name: str, raw: Any, source: str) -> Any:
+def _key(name: str) -> Key | None:
+    """The key of ``name``: a table key, or ``listener.name.<listener>.<key>`` for a per-listener key."""
     key = BY_NAME.get(name)
+    if key is None and name.startswith("listener.name."):
+        listener, _, base = name[len("listener.name."):].partition(".")
+        if listener and base in PER_LISTENER:
+            return BY_NAME[base]
+    return key
+
+
+def coerce(name: str, raw: Any, source: str) -> Any:
+    key = _key(name)
     if key is None:
         raise ConfigError(f"unknown config key {name!r} (from {source})")
     value: Any
@@ -265,6 +316,12 @@ def load(file: str | Path | None = None, env: Mapping[str, str] | None = None,
         if raw is not None:
             values[name] = coerce(name, raw, f"flag --{name.replace('.', '-')}")
     cfg = Config(values)
+    from coordinator.core.security.listeners import listener_specs  # pure parsing; no runtime import cycle
+
+    try:
+        listener_specs(cfg)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if cfg["group.min.session.timeout.ms"] > cfg["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms is above group.max.session.timeout.ms")
     return cfg

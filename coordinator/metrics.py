@@ -155,6 +155,11 @@ class Metrics:
                                        "fsync.", buckets=_LATENCY_BUCKETS, registry=r)
         self.load_seconds = Histogram("groupcoord_partition_load_seconds", "Time to load one offsets "
                                       "partition at startup.", buckets=_LATENCY_BUCKETS, registry=r)
+        self.authentications = Counter("groupcoord_authentications", "SASL authentications by listener, "
+                                       "mechanism and result (succeeded, failed, reauthenticated).",
+                                       ["listener", "mechanism", "result"], registry=r)
+        self.listener_connections = Gauge("groupcoord_listener_connections", "Open client connections per "
+                                          "listener.", ["listener"], registry=r)
         self.groups = _GroupCollector()
         r.register(self.groups)  # type: ignore[arg-type]
         self.cluster = _ClusterCollector()
@@ -168,6 +173,9 @@ class Metrics:
     def request_done(self, api_key: int, seconds: float, n: int = 1) -> None:
         """``n`` requests of ``api_key`` each took ``seconds`` from read to response ready."""
         self.requests.observe(api_key, seconds, n)
+
+    def authentication(self, listener: str, mechanism: str, result: str) -> None:
+        self.authentications.labels(listener, mechanism, result).inc()
 
     def protocol_error(self, kind: str) -> None:
         self.errors.labels(kind).inc()

@@ -24,18 +24,23 @@ import trio
 
 from coordinator.config import Config
 from coordinator.core.coordinator import SUPPORTED_APIS
+from coordinator.core.security.listeners import inter_broker_listener, listener_specs
 from coordinator.metrics import Metrics
 from coordinator.runtime.configs import ConfigService
 from coordinator.runtime.connection_limits import ConnectionLimits
 from coordinator.runtime.dispatch import Handler
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
+from coordinator.runtime.security.listener_security import ListenerSecurity
+from coordinator.runtime.security.tls import TlsContexts, setting
+from coordinator.runtime.security.users import UserStore
 from coordinator.runtime.topic_cleaner import user_compaction_loop
 from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config, valid_topic_name
 from coordinator.storage.compaction import compact
 from coordinator.storage.errors import StorageError
 from coordinator.storage.fsync_process import FsyncProcess
 from coordinator.storage.journal import Journal
+from coordinator.storage.keyed_store import KeyedStore
 from coordinator.storage.manager import LogManager
 from coordinator.storage_errors import StartupError
 from protocol.codec import Request
@@ -55,6 +60,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupcoord.broker")
 
 
+def _no_principal(subject_dn: str) -> str | None:
+    return None
+
+
 def _has_top_level_error(api_key: int, version: int) -> bool:
     schema = ALL.get(api_key)
     return schema is not None and any(f.name == "error_code" and f.present_in(version) for f in schema.response)
@@ -65,11 +74,23 @@ class Broker:
         self.config = config
         self.metrics = metrics
         self.node_id: int = config["node.id"]
-        self.advertised_host: str = config["advertised.host"] or config["host"]
-        self.advertised_port: int = config["advertised.port"] or config["port"]
+        self.listener_specs = listener_specs(config)  # type: ignore[arg-type]
+        # what Metadata and FindCoordinator answer, per listener (a port of 0 is filled in once bound)
+        self.endpoints: dict[str, tuple[str, int]] = {
+            s.name: (s.advertised_host, s.advertised_port or s.port) for s in self.listener_specs}
+        inter = inter_broker_listener(self.listener_specs, config)  # type: ignore[arg-type]
+        self.inter_broker_listener = inter.name
+        self.advertised_host, self.advertised_port = self.endpoints[inter.name]  # registered in ZooKeeper
+        self.listener_security: dict[str, ListenerSecurity] = {}  # TLS and SASL listeners (start)
+        self.tls: TlsContexts | None = None
+        self.users: UserStore | None = None
         self.handlers: dict[int, Handler] = {
             18: self.handle_api_versions,
             3: self.handle_metadata,
+            17: self.handle_sasl_handshake,
+            36: self.handle_sasl_authenticate,
+            50: self.handle_describe_user_scram_credentials,
+            51: self.handle_alter_user_scram_credentials,
         }
         # api key -> hot handler: request payload -> whole response frame, or None for the generic path
         self.hot: dict[int, Callable[[bytes], bytes | None]] = {}
@@ -98,20 +119,34 @@ class Broker:
             self.cluster = ClusterMember(self.config, OFFSETS_TOPIC)
             await self.cluster.connect()
         user_topics = user_topic_log_config(self.config)
-        def open_storage() -> tuple[LogManager, Journal | None]:
+        try:
+            self.tls = TlsContexts(self.config, self.listener_specs)
+        except ValueError as e:
+            raise StartupError(f"TLS: {e}") from None
+
+        def open_storage() -> tuple[LogManager, Journal | None, KeyedStore]:
             logs = LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG})
-            if not self.config["log.journal.enable"]:
-                return logs, None
+            security: KeyedStore | None = None
             try:
-                return logs, logs.open_journal()[0]
+                security = KeyedStore.open(self.config["data.dir"])
+                if not self.config["log.journal.enable"]:
+                    return logs, None, security
+                return logs, logs.open_journal()[0], security
             except BaseException:
+                if security is not None:
+                    security.close()
                 logs.close()
                 raise
 
         try:
-            self.logs, self.journal = await trio.to_thread.run_sync(open_storage)
+            self.logs, self.journal, security_store = await trio.to_thread.run_sync(open_storage)
         except (StorageError, OSError) as e:
             raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
+        try:
+            self.users = UserStore(security_store)
+            self._open_listener_security()
+        except ValueError as e:
+            raise StartupError(str(e)) from None
         self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics, self.journal,
                                   self.config["log.journal.checkpoint.bytes"], self._fsync_child(),
                                   # cluster mode: a commit is answered once replicated, never by the fsync child
@@ -135,6 +170,42 @@ class Broker:
         cs = ConfigService(self, ts)
         self.handlers.update({32: cs.handle_describe_configs, 33: cs.handle_alter_configs,
                               44: cs.handle_incremental_alter_configs})
+
+    def _open_listener_security(self) -> None:
+        """A ``ListenerSecurity`` for every TLS or SASL listener (ValueError: a startup error)."""
+        users = self.users
+        assert users is not None
+        if all(spec.protocol == "PLAINTEXT" for spec in self.listener_specs):
+            return
+        from coordinator.core.security.mechanisms import parse_enabled_mechanisms, start
+
+        for spec in self.listener_specs:
+            if spec.protocol == "PLAINTEXT":
+                continue
+            map_principal: Callable[[str], str | None] = _no_principal  # SASL: the principal is SASL's
+            if spec.protocol == "SSL":  # the client certificate's subject is the principal
+                from coordinator.core.security.principal_mapping import parse_rules
+
+                map_principal = parse_rules(str(setting(self.config, spec.name, "ssl.principal.mapping.rules",
+                                                        "DEFAULT"))).map
+            if spec.sasl:
+                enabled = parse_enabled_mechanisms(str(setting(self.config, spec.name, "sasl.enabled.mechanisms",
+                                                               "")))
+                if not enabled:
+                    raise ValueError(f"listener {spec.name} ({spec.protocol}) has no sasl.enabled.mechanisms")
+            self.listener_security[spec.name] = ListenerSecurity(
+                spec, self.config, self.tls,
+                lambda mech, reauth: start(mech, users.lookup, reauthentication=reauth), map_principal)
+
+    def reload_tls(self) -> None:
+        """SIGHUP: read every TLS listener's certificate files again (open connections keep theirs)."""
+        if self.tls is None or not self.tls.specs:
+            return
+        error = self.tls.reload()
+        if error is None:
+            log.info("TLS certificates reloaded for listeners %s", ", ".join(s.name for s in self.tls.specs))
+        else:
+            log.error("TLS certificates not reloaded (the previous ones stay in use): %s", error)
 
     def _start_replication(self, cluster_topics: ClusterTopics) -> None:
         """Cluster mode: leaders, followers and acknowledgements that wait for the ISR (replication.py)."""
@@ -244,6 +315,8 @@ class Broker:
         if self.logs is not None:
             await self.commit.flush_now()
             self.commit.close()
+            if self.users is not None:  # before the data dir's lock goes with the logs
+                await trio.to_thread.run_sync(self.users.store.close)
             await trio.to_thread.run_sync(self.logs.close)
             if self.journal is not None:
                 journal, self.journal = self.journal, None
@@ -256,9 +329,12 @@ class Broker:
             await trio.sleep(0.01)
 
     # ---------------------------------------------------------------- plumbing
-    def set_bound_port(self, port: int) -> None:
-        if not self.config["advertised.port"]:
-            self.advertised_port = port
+    def set_bound_ports(self, ports: dict[str, int]) -> None:
+        """The bound port of each listener: a listener advertised with port 0 advertises it."""
+        for spec in self.listener_specs:
+            if not spec.advertised_port:
+                self.endpoints[spec.name] = (spec.advertised_host, ports[spec.name])
+        self.advertised_host, self.advertised_port = self.endpoints[self.inter_broker_listener]
 
     def handle(self, request: Request, slot: Slot) -> None:
         handler = self.handlers.get(request.api_key)
@@ -295,6 +371,7 @@ class Broker:
         self.connections.add(conn)
         self.limits.opened(conn.host)
         self.metrics.connections.set(len(self.connections))
+        self.metrics.listener_connections.labels(conn.listener).inc()
 
     def connection_closed(self, conn: ClientConnection) -> None:
         if self.groups is not None:
@@ -304,6 +381,7 @@ class Broker:
         if conn in self.connections:
             self.connections.discard(conn)
             self.limits.closed(conn.host)
+            self.metrics.listener_connections.labels(conn.listener).dec()
         self.metrics.connections.set(len(self.connections))
 
     # ---------------------------------------------------------------- ApiVersions
@@ -319,9 +397,36 @@ class Broker:
         slot.complete(self.api_versions_body())
 
     # ---------------------------------------------------------------- Metadata
-    def broker_entry(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "host": self.advertised_host, "port": self.advertised_port,
-                "rack": None}
+    def broker_entry(self, listener: str = "") -> dict[str, Any]:
+        """This node as a client on ``listener`` must reach it (Kafka answers per listener); default: the
+        inter-broker listener's."""
+        host, port = self.endpoints.get(listener) or (self.advertised_host, self.advertised_port)
+        return {"node_id": self.node_id, "host": host, "port": port, "rack": None}
+
+    # ---------------------------------------------------------------- SASL after authentication, SCRAM users
+    def handle_sasl_handshake(self, request: Request, slot: Slot) -> None:
+        """Reached only when no SASL exchange may start: on a listener without SASL, or on an authenticated
+        connection (KafkaApis.handleSaslHandshakeRequest): ILLEGAL_SASL_STATE, the connection stays open."""
+        slot.complete({"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []})
+
+    def handle_sasl_authenticate(self, request: Request, slot: Slot) -> None:
+        slot.complete({"error_code": ErrorCode.ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime_ms": 0,
+                       "error_message": "SaslAuthenticate request received after successful authentication"})
+
+    def handle_describe_user_scram_credentials(self, request: Request, slot: Slot) -> None:
+        assert self.users is not None
+        users = request.body.get("users")
+        slot.complete(self.users.describe(None if users is None else [u["name"] for u in users]))
+
+    def handle_alter_user_scram_credentials(self, request: Request, slot: Slot) -> None:
+        users = self.users
+        assert users is not None
+        body = request.body
+
+        async def alter() -> None:
+            slot.complete(await users.alter(body.get("deletions") or [], body.get("upsertions") or []))
+
+        self.nursery.start_soon(alter)
 
     def topic_metadata(self, name: str, count: int | None) -> dict[str, Any]:
         if count is None:
@@ -371,7 +476,7 @@ class Broker:
                     created.add(n)
         slot.complete({
             "throttle_time_ms": 0,
-            "brokers": [self.broker_entry()],
+            "brokers": [self.broker_entry(slot.conn.listener)],
             "cluster_id": self.config["cluster.id"],
             "controller_id": self.node_id,
             "topics": [self.created_topic_metadata(n) if n in created else self.topic_metadata(n, topics.get(n))

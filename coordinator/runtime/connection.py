@@ -33,6 +33,15 @@ Rules:
   we do not support is answered with error 35 and a v0 body, as Kafka does.
 - A slot whose request needs no response (Produce with acks=0) completes with ``None`` and writes nothing.
 - When the connection ends, pending slots are dropped and the request handler is told (``connection_closed``).
+- Security (``security``: the listener's ``ListenerSecurity``; None = PLAINTEXT as before, byte for byte):
+  a TLS listener wraps the stream in ``trio.SSLStream`` and handshakes first (a failed handshake is one log
+  line and a close); such a connection is read and written through the stream API, never the poller's raw
+  descriptor nor the fsync child's hand-off (both would bypass TLS). A SASL listener's frames go through the
+  connection's ``SaslGate`` (core/security/sasl_gate.py) while it guards (until authenticated, and with a
+  session lifetime for good): ``_admit`` serves, answers, closes, or runs a mechanism's job in a worker
+  thread; a failed authentication's answer goes out, then the connection closes after
+  ``connection.failed.authentication.delay.ms``. Frames are capped at ``sasl.server.max.receive.size``
+  until authenticated. ``principal`` is the authenticated ``User:<name>`` (``User:ANONYMOUS`` otherwise).
 - Hand-off: a slot may be handed to the fsync child, which writes its answer to this socket itself once its
   write is durable (hand_off.py). Handed slots are always a prefix of the slot order, and a slot may be
   handed only when every slot ahead of it is handed and nothing of ours is waiting to be sent or being sent
@@ -57,10 +66,12 @@ from coordinator.runtime.dispatch import Slot
 from coordinator.runtime.poller import Poller
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.framing import FrameReader
+from protocol.framing import FrameReader, FrameTooLarge
 
 if TYPE_CHECKING:
+    from coordinator.core.security.sasl_gate import Decision, SaslGate
     from coordinator.runtime.dispatch import RequestHandler
+    from coordinator.runtime.security.listener_security import ListenerSecurity
 
 log = logging.getLogger("groupcoord.connection")
 
@@ -68,18 +79,31 @@ API_VERSIONS = 18
 READ_BYTES = 65536
 TURN_REQUESTS = 128  # frames one turn serves of one connection before the others get theirs
 DONE, FULL, TURN = 0, 1, 2  # what stopped a turn: the frames read ran out, a budget is full, the turn's share
+ANONYMOUS = "User:ANONYMOUS"
+SASL_HANDSHAKE = 17
 _keys = itertools.count(1)  # connection keys: unique for the process's life (never reused like fds)
 
 
 class Connection:
-    def __init__(self, stream: trio.SocketStream, handler: RequestHandler, peer: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, handler: RequestHandler, peer: str,
+                 security: ListenerSecurity | None = None) -> None:
         self.stream = stream
         self.handler = handler
         self.peer = peer
         self.host = peer.rsplit(":", 1)[0]
         self.client_id: str | None = None
         self.slots: deque[Slot] = deque()
-        self.reader = FrameReader(handler.config["socket.request.max.bytes"])
+        self.security = security
+        self.listener = security.name if security is not None else "PLAINTEXT"
+        self.principal = ANONYMOUS
+        self._ssl_context = security.ssl_context() if security is not None else None
+        self.gate: SaslGate | None = security.new_gate() if security is not None else None
+        self._guard = self.gate  # the gate while frames must pass it (None: every frame is served)
+        self._close_delay = 0.0  # seconds between a failed authentication's answer and the close
+        self._read_scope: trio.CancelScope | None = None
+        self._nursery: trio.Nursery | None = None
+        max_frame = handler.config["socket.request.max.bytes"]
+        self.reader = FrameReader(max_frame if self.gate is None else min(max_frame, self.gate.max_receive))
         self.max_inflight = handler.config["max.inflight.requests.per.connection"]
         self.budget = handler.config["socket.max.pending.response.bytes"]
         self.last_request = trio.current_time()  # when a whole request was last read (idle reaping)
@@ -92,7 +116,7 @@ class Connection:
         self._wake = trio.Event()
         self._room = trio.Event()
         self.closed = False
-        sock = getattr(stream, "socket", None)
+        sock = getattr(stream, "socket", None) if self._ssl_context is None else None  # TLS: the stream API
         self._fd: int | None = sock.fileno() if sock is not None else None  # trio's socket owns and closes it
         self.key = next(_keys)
         self.handed = 0  # slots at the head of the order handed to the fsync child
@@ -158,10 +182,14 @@ class Connection:
         try:
             async with trio.open_nursery() as nursery:
                 self._scope = nursery.cancel_scope
+                self._nursery = nursery
+                if self._ssl_context is not None and not await self._tls_handshake():
+                    return
                 nursery.start_soon(self._write_loop)
                 try:
                     if self._fd is None:
-                        await self._read_loop()
+                        with trio.CancelScope() as self._read_scope:
+                            await self._read_loop()
                     else:
                         await self._polled_reads()
                 finally:
@@ -175,8 +203,100 @@ class Connection:
             log.exception("connection %s failed; closing it", self.peer)
         finally:
             self.handler.connection_closed(self)
+            if self._close_delay:  # a failed authentication: its answer is out; the close waits (KIP-306)
+                with trio.move_on_after(self._close_delay + 1):
+                    await trio.sleep(self._close_delay)
             with trio.move_on_after(1):
                 await self.stream.aclose()
+
+    # ---------------------------------------------------------------- security: TLS and SASL
+    async def _tls_handshake(self) -> bool:
+        """Wrap the stream in TLS and handshake (bounded by the idle reaper); set the certificate's principal.
+        False: the connection is to end (the reason logged once)."""
+        assert self.security is not None and self._ssl_context is not None
+        stream = trio.SSLStream(self.stream, self._ssl_context, server_side=True)
+        self.stream = stream
+        try:
+            await stream.do_handshake()
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+            cause = e.__cause__ or e
+            self.handler.connection_log.warning("TLS handshake with %s on listener %s failed: %s", self.peer,
+                                               self.listener, cause)
+            return False
+        if self.gate is None:
+            from coordinator.runtime.security.certificates import subject_dn
+
+            principal = self.security.certificate_principal(subject_dn(stream.getpeercert()))
+            if principal is None:
+                self.handler.connection_log.warning("connection %s on listener %s refused: no "
+                                                   "ssl.principal.mapping.rules rule maps its certificate's "
+                                                   "subject %s", self.peer, self.listener,
+                                                   subject_dn(stream.getpeercert()))
+                return False
+            self.principal = principal
+        return True
+
+    def _admit(self, payload: bytes) -> int:
+        """A frame meets the SASL gate: 0 = serve it as any request; 1 = the gate dealt with it; 2 = stop
+        serving (the connection ends)."""
+        gate = self._guard
+        assert gate is not None
+        decision = gate.on_frame(payload, int(trio.current_time() * 1000))
+        return self._carry_out(decision)
+
+    def _carry_out(self, decision: Decision) -> int:
+        from coordinator.core.security.sasl_gate import Kind
+
+        gate = self.gate
+        assert gate is not None
+        kind = decision.kind
+        if kind is Kind.SERVE:
+            return 0
+        security = self.security
+        assert security is not None
+        if decision.frame is not None:
+            self.handler.metrics.request_started(SASL_HANDSHAKE)
+            slot = Slot(self, SASL_HANDSHAKE, 0, 0, trio.current_time())
+            self.slots.append(slot)
+            slot.complete_frame(decision.frame)
+        if kind is Kind.ANSWER:
+            if decision.succeeded:
+                self._authenticated(gate)
+            return 1
+        if kind is Kind.WORK:
+            assert self._nursery is not None and decision.job is not None
+            self._nursery.start_soon(self._work, decision.job)
+            return 1
+        if kind is Kind.FAIL:
+            self.handler.metrics.authentication(self.listener, gate.mechanism or "", "failed")
+            self.handler.connection_log.warning("authentication of %s on listener %s failed: %s", self.peer,
+                                               self.listener, decision.reason)
+            self._close_delay = security.failed_delay_s
+        else:
+            self.handler.connection_log.warning("closing connection %s on listener %s: %s", self.peer,
+                                               self.listener, decision.reason)
+        self._end(True)
+        return 2
+
+    def _authenticated(self, gate: SaslGate) -> None:
+        reauth = self.principal != ANONYMOUS
+        self.principal = gate.principal or ANONYMOUS
+        self.handler.metrics.authentication(self.listener, gate.mechanism or "",
+                                            "reauthenticated" if reauth else "succeeded")
+        if gate.expires_ms is None:
+            self._guard = None  # nothing more to check per frame
+        self.reader.max_frame_bytes = self.handler.config["socket.request.max.bytes"]
+
+    async def _work(self, job: object) -> None:
+        """A mechanism's CPU-heavy step (PLAIN's PBKDF2) in a worker thread, then the gate's next move."""
+        assert self.security is not None and self.gate is not None
+        result = await trio.to_thread.run_sync(job, limiter=self.security.work_limiter)  # type: ignore[arg-type]
+        if self.closed:
+            return
+        if self._carry_out(self.gate.resume(result, int(trio.current_time() * 1000))) == 2:
+            return
+        if self._fd is not None:
+            self.wake()
 
     # ---------------------------------------------------------------- reading: sockets, through the poller
     async def _polled_reads(self) -> None:
@@ -257,6 +377,8 @@ class Connection:
             self._ended = why
         if self._fd is not None:
             Poller.current().remove(self)
+        elif self._read_scope is not None:  # the stream path may be waiting in a read: stop it
+            self._read_scope.cancel()
         self._paused.set()
 
     def _send_now(self) -> None:
@@ -330,6 +452,14 @@ class Connection:
                 if payload is None:
                     break
                 served += 1
+                if self._guard is not None:
+                    admitted = self._admit(payload)
+                    if admitted == 2:
+                        return DONE
+                    if admitted == 1:
+                        if slots and (last := slots[-1]).done and last.frame is not None:
+                            held += len(last.frame)
+                        continue
                 # hot path: api keys below 256, handler by the key's low byte (see RequestHandler.hot)
                 if len(payload) >= 10 and not payload[0]:
                     api_key = payload[1]
@@ -350,6 +480,9 @@ class Connection:
                     held += len(last.frame)
         except ProtocolError as e:
             self.handler.metrics.protocol_error(type(e).__name__)
+            if isinstance(e, FrameTooLarge) and (e.size >> 16) in (0x1603, 0x1503):  # a TLS record header
+                e = ProtocolError(f"TLS bytes (a ClientHello?) on the {self.listener} listener, which does not "
+                                  f"speak TLS")
             self.handler.connection_log.warning("closing connection %s (client %s): %s", self.peer,
                                                self.client_id, e)
             self._end(True)

@@ -37,6 +37,8 @@ class ClientConnection(Protocol):
     """What a slot and the services use of the connection a request came on (connection.Connection)."""
 
     host: str  # the client's address (JoinGroup's client_host)
+    listener: str  # the name of the listener it came in on (Metadata and FindCoordinator answer per listener)
+    principal: str  # "User:<name>" once authenticated; "User:ANONYMOUS" otherwise
     key: int  # unique for the process's life (the fsync child's name for the socket)
     dispatching: bool  # its reader is serving frames: it collects completions itself
     closed: bool  # ended, or being ended: nothing more is sent (a waiting fetch stops)

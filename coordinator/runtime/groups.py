@@ -335,7 +335,7 @@ class GroupService:
         ``Errors.NONE.message()``); v4+ carry per-key answers whose error_message Kafka leaves null. Key type
         1 (transaction) is refused at once, never with a retriable error that clients would retry forever."""
         body, v = request.body, request.version
-        me = self.broker.broker_entry()
+        me = self.broker.broker_entry(slot.conn.listener)
         node = {"node_id": me["node_id"], "host": me["host"], "port": me["port"]}
         refused = {"node_id": -1, "host": "", "port": -1, "error_message": TRANSACTIONS_UNSUPPORTED,
                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}

@@ -1,8 +1,13 @@
 """The trio server: listeners, connections, and graceful shutdown.
 
 Rules:
-- ``serve(config, task_status=...)`` binds the Kafka listener (and the metrics port unless -1), then reports
-  ``Bound(port, metrics_port)`` through ``task_status.started`` so tests can start it on port 0.
+- ``serve(config, task_status=...)`` binds every listener (``listeners``; by default one PLAINTEXT listener
+  on ``host``:``port``) and the metrics port unless -1, then reports ``Bound(port, metrics_port, ...,
+  ports)`` through ``task_status.started`` so tests can start it on port 0 (``port``: the first listener's).
+  Each accepted connection gets its listener's ``ListenerSecurity`` (TLS, SASL; None for PLAINTEXT).
+- ``run`` prints one ``groupcoord listener NAME (PROTOCOL) on host:port`` line per listener after the first,
+  then ``groupcoord listening on host:port`` for the first (what scripts and tests wait for). SIGHUP reads
+  the TLS certificate files again (``TlsContexts.reload``): new connections get them, open ones keep theirs.
 - Accept errors from resource exhaustion (EMFILE, ENFILE, ENOBUFS, ENOMEM) are logged and retried after a
   short sleep; connections beyond ``max.connections`` or their address's limit are closed at once
   (connection_limits.py).
@@ -18,14 +23,16 @@ import errno
 import logging
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
 from coordinator.config import Config
+from coordinator.core.security.listeners import listener_specs
 from coordinator.metrics import Metrics
 from coordinator.runtime.broker import Broker
 from coordinator.runtime.connection import Connection
+from coordinator.runtime.security.listener_security import ListenerSecurity
 from coordinator.storage_errors import StartupError
 
 log = logging.getLogger("groupcoord.server")
@@ -35,12 +42,15 @@ _ACCEPT_RETRY = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    port: int
+    port: int  # the first listener's
     metrics_port: int | None
     shutdown: Callable[[], None]
+    ports: dict[str, int] = field(default_factory=dict)  # every listener's bound port, by name
+    reload_tls: Callable[[], None] = lambda: None  # SIGHUP: read the certificate files again
 
 
-async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: trio.Nursery) -> None:
+async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: trio.Nursery,
+                       security: ListenerSecurity | None) -> None:
     while True:
         try:
             stream = await listener.accept()
@@ -58,7 +68,7 @@ async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: t
         if not broker.limits.admit(host, len(broker.connections)):
             await stream.aclose()
             continue
-        conn = Connection(stream, broker, peer)
+        conn = Connection(stream, broker, peer, security)
         broker.connection_opened(conn)
         nursery.start_soon(conn.run)
 
@@ -67,14 +77,27 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
     metrics = Metrics()
     broker = Broker(config, metrics)
     await broker.start()
+    listeners: list[trio.SocketListener] = []
+    bound: list[tuple[trio.SocketListener, ListenerSecurity | None]] = []
+    ports: dict[str, int] = {}
     try:
-        listeners = await trio.open_tcp_listeners(config["port"], host=config["host"])
-    except OSError as e:
+        for spec in broker.listener_specs:
+            try:
+                opened = await trio.open_tcp_listeners(spec.port, host=spec.host or None)
+            except OSError as e:
+                raise StartupError(f"cannot listen on {spec.host}:{spec.port} (listener {spec.name}): {e}") from None
+            listeners.extend(opened)
+            sec = broker.listener_security.get(spec.name)
+            bound.extend((one, sec) for one in opened)
+            ports[spec.name] = opened[0].socket.getsockname()[1]
+    except StartupError:
         with trio.CancelScope(shield=True):
+            for listener in listeners:
+                await listener.aclose()
             await broker.stop()
-        raise StartupError(f"cannot listen on {config['host']}:{config['port']}: {e}") from None
-    port = listeners[0].socket.getsockname()[1]
-    broker.set_bound_port(port)
+        raise
+    port = ports[broker.listener_specs[0].name]
+    broker.set_bound_ports(ports)
     metrics_port = None
     if config["metrics.port"] >= 0:
         try:
@@ -86,8 +109,10 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
                 await broker.stop()
             raise StartupError(f"cannot serve metrics on {config['metrics.host']}:{config['metrics.port']}: "
                                f"{e}") from None
-    log.info("groupcoord node %s listening on %s:%s (metrics: %s)", broker.node_id, config["host"], port,
-             metrics_port)
+    for spec in broker.listener_specs:
+        log.info("groupcoord node %s listener %s (%s) on %s:%s", broker.node_id, spec.name, spec.protocol,
+                 spec.host, ports[spec.name])
+    log.info("metrics: %s", metrics_port)
     try:
         async with trio.open_nursery() as conn_nursery, broker.running(conn_nursery):
             accept_scope = trio.CancelScope()
@@ -95,11 +120,12 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
             async def accept_all() -> None:
                 with accept_scope:
                     async with trio.open_nursery() as accept_nursery:
-                        for listener in listeners:
-                            accept_nursery.start_soon(_accept_loop, listener, broker, conn_nursery)
+                        for listener, sec in bound:
+                            accept_nursery.start_soon(_accept_loop, listener, broker, conn_nursery, sec)
 
             conn_nursery.start_soon(accept_all)
-            task_status.started(Bound(port, metrics_port, broker.shutdown_requested.set))
+            task_status.started(Bound(port, metrics_port, broker.shutdown_requested.set, ports,
+                                      broker.reload_tls))
             await broker.shutdown_requested.wait()
             accept_scope.cancel()
             for listener in listeners:
@@ -120,11 +146,18 @@ async def run(config: Config) -> None:
     """Run until SIGTERM/SIGINT, then shut down gracefully within shutdown.grace.ms."""
     async with trio.open_nursery() as nursery:
         bound = await nursery.start(serve, config)
-        print(f"groupcoord listening on {config['host']}:{bound.port}"
+        specs = listener_specs(config)  # type: ignore[arg-type]
+        for spec in specs[1:]:  # before the line tools wait for: the first listener's
+            print(f"groupcoord listener {spec.name} ({spec.protocol}) on {spec.host}:{bound.ports[spec.name]}",
+                  flush=True)
+        print(f"groupcoord listening on {specs[0].host}:{bound.port}"
               + (f", metrics on http://{config['metrics.host']}:{bound.metrics_port}/metrics"
                  if bound.metrics_port else ""), flush=True)
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
+                if signum == signal.SIGHUP:  # new certificate files; connections already open keep theirs
+                    bound.reload_tls()
+                    continue
                 log.info("received %s; shutting down", signal.Signals(signum).name)
                 break
         bound.shutdown()

@@ -30,6 +30,7 @@ import shutil
 from .errors import StorageError
 from .fs import FileSystem
 from .journal import Journal, ReplayStats, deletion_points, replay
+from .keyed_store import SECURITY_DIR
 from .log import LogConfig, PartitionLog
 from .topic_config_store import CONFIG_DIR
 
@@ -40,6 +41,8 @@ _DELETED_SUFFIX = ".deleted"
 _PROBE = ".groupcoord-write-probe"
 _LOCK = ".lock"
 JOURNAL_DIR = "journal"
+# the security store's log and its rewrite's leftovers (keyed_store.py): not partitions of a topic
+_NOT_TOPICS = frozenset({SECURITY_DIR, SECURITY_DIR + ".new", SECURITY_DIR + ".old"})
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -111,7 +114,7 @@ class LogManager:
     def _open_all(self) -> None:
         for name in sorted(self.fs.listdir(self.data_dir)):
             path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path) or name in (JOURNAL_DIR, CONFIG_DIR):
+            if not os.path.isdir(path) or name in (JOURNAL_DIR, CONFIG_DIR) or name in _NOT_TOPICS:
                 continue
             if name.endswith(_DELETED_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)

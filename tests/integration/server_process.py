@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, *flags: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, *flags: str, env: dict[str, str] | None = None,
+                 listeners: bool = False) -> None:
         self.data_dir = data_dir
         self.flags = list(flags)
         self.env = env
@@ -25,9 +26,13 @@ class ServerProcess:
         self.port = 0
         self.metrics_port: int | None = None
         self.output: list[str] = []
+        self.listeners = listeners  # the config names its listeners: no --port flag
+        self.ports: dict[str, int] = {}  # every listener after the first, by name (the first is ``port``)
 
     def start(self, timeout: float = 20.0) -> ServerProcess:
-        args = [sys.executable, "-m", "coordinator.cli", "serve", "--port", "0", "--metrics-port", "0",
+        # a test naming its listeners (in flags or a --config file) gives their ports itself
+        port = [] if self.listeners else ["--port", "0"]
+        args = [sys.executable, "-m", "coordinator.cli", "serve", *port, "--metrics-port", "0",
                 "--data-dir", str(self.data_dir), *self.flags]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **(self.env or {}))
         self.proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -39,6 +44,9 @@ class ServerProcess:
             if not line:
                 raise RuntimeError("server exited during startup:\n" + "".join(self.output))
             self.output.append(line)
+            if line.startswith("groupcoord listener "):  # "groupcoord listener NAME (PROTOCOL) on host:port"
+                parts = line.split()
+                self.ports[parts[2]] = int(parts[-1].rsplit(":", 1)[1])
             if line.startswith("groupcoord listening on"):
                 addr = line.split()[3].rstrip(",")
                 self.port = int(addr.rsplit(":", 1)[1])

@@ -25,8 +25,10 @@ The exchange (``ScramServer``, Kafka's ScramSaslServer / ScramMessages, stricter
   or keys of the wrong length for the mechanism, fails there (as Kafka: the step at which a login fails
   thus tells a client whether the user exists, as it does with Kafka).
 - server-first ``r=<cnonce><snonce>,s=<b64 salt>,i=<i>``; the server nonce comes from ``nonce()``.
-- client-final ``c=<b64 gs2 header>,r=<nonce>[,ext...],p=<b64 proof>``: r must equal cnonce+snonce exactly
-  (Kafka only checks its end: CVE-2024-56128); c must be exactly the base64 of the gs2 header the client
+- client-final ``c=<b64 gs2 header>,r=<nonce>[,ext...],p=<b64 proof>``: r must END WITH the whole nonce of
+  server-first, cnonce+snonce (Kafka's check since CVE-2024-56128): librdkafka up to at least 2.0.2 (kcat
+  1.7.1) sends its client nonce again in front of it (seen on the wire: ``r=<cnonce><cnonce><snonce>``), and
+  the proof binds whatever it sent (AuthMessage has the client's own text); c must be exactly the base64 of the gs2 header the client
   sent (Kafka does not check it); the proof must be valid base64 of the hash's length, and
   ``H(proof XOR HMAC(StoredKey, AuthMessage)) == StoredKey`` (``hmac.compare_digest``), with
   ``AuthMessage = client-first-bare "," server-first "," client-final-without-proof`` (the client's own
@@ -402,8 +404,8 @@ class ScramServer:
         _check_extensions(attrs[2:-1])
         if attrs[0][2:] != _b64(self._gs2_header.encode("utf-8")):
             raise _Refused("channel binding c= is not the gs2 header of client-first")
-        if attrs[1][2:] != self._nonce:
-            raise _Refused("client-final nonce is not the nonce of server-first")
+        if not attrs[1][2:].endswith(self._nonce):
+            raise _Refused("client-final nonce does not end with the nonce of server-first")
         proof = _b64decode(attrs[-1][2:])
         if proof is None or len(proof) != self._mech.digest_size:
             raise _Refused("client proof is not base64 of the hash's length")

@@ -192,16 +192,26 @@ def test_a_valid_hand_built_client_final_passes() -> None:
 
 
 @pytest.mark.parametrize("nonce", [
-    "otherClientNonce" + SNONCE,  # only ends with the server nonce (Kafka's check would pass it)
+    "otherClientNonce" + SNONCE,  # ends with the server's part only, not the whole nonce of server-first
     "clientNonce" + SNONCE + "x",
     "clientNonce",
     "clientNonce" + SNONCE[:-1],
+    SNONCE,
 ])
-def test_a_nonce_other_than_the_exact_one_fails(nonce: str) -> None:
+def test_a_nonce_that_does_not_end_with_the_whole_nonce_fails(nonce: str) -> None:
     s = server()
     cf, sf = _first(s)
     e = refused(s.client_final, client_final_for("SCRAM-SHA-256", "secret", cf, sf, nonce=nonce).encode())
     assert "nonce" in e.reason
+
+
+def test_librdkafkas_repeated_client_nonce_passes() -> None:
+    """librdkafka <= 2.0.2 (kcat 1.7.1) sends r=<cnonce><cnonce><snonce>: Kafka's check (ends with the
+    whole nonce) accepts it, and so do we; its proof covers the text it sent."""
+    s = server()
+    cf, sf = _first(s)
+    final = client_final_for("SCRAM-SHA-256", "secret", cf, sf, nonce="clientNonce" + "clientNonce" + SNONCE)
+    assert s.client_final(final.encode()).startswith(b"v=")
 
 
 @pytest.mark.parametrize("c_header", ["y,,", "n,a=alice,", "p=tls-unique,,", "n,"])

@@ -1,0 +1,166 @@
+"""``groupcoord users add/list/delete``: SCRAM users, shaped like ``kafka-configs --entity-type users``.
+
+Rules:
+- ``--data-dir DIR``: the server's data dir, with the server stopped (its lock is taken: a running server
+  refuses this with one line, exit 1). This is how the first admin is made before any client can log in,
+  as ``kafka-storage format --add-scram`` does.
+- Otherwise ``--bootstrap-server`` (default 127.0.0.1:9092): DescribeUserScramCredentials and
+  AlterUserScramCredentials against a running server; the password never travels, only the salted
+  password the client computes (KIP-554).
+- ``add NAME --password P`` (or ``--password-file F``, its first line) sets a credential for each
+  ``--mechanism`` (default SCRAM-SHA-256 and SCRAM-SHA-512) with ``--iterations`` (default 8192;
+  4096..16384); ``delete NAME`` removes them; ``list`` prints USER, MECHANISM, ITERATIONS.
+- Errors are one line on stderr: exit 1 for a refusal (with Kafka's error name), 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+from typing import Any
+
+from coordinator.core.security.scram import (
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    SCRAM_MECHANISMS,
+    ScramCredential,
+    salted_password,
+)
+
+DESCRIBE, ALTER = 50, 51
+DEFAULT_ITERATIONS = 8192
+
+
+def add_parsers(sub: Any) -> None:
+    users = sub.add_parser("users", help="SCRAM users (like kafka-configs --entity-type users)")
+    usub = users.add_subparsers(dest="action", required=True)
+
+    def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        where = p.add_mutually_exclusive_group()
+        where.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
+        where.add_argument("--data-dir", help="change a stopped server's data dir directly")
+        return p
+
+    p = common(usub.add_parser("add", help="add or change a user's SCRAM credentials"))
+    p.add_argument("name")
+    pw = p.add_mutually_exclusive_group(required=True)
+    pw.add_argument("--password")
+    pw.add_argument("--password-file")
+    p.add_argument("--mechanism", action="append", choices=sorted(SCRAM_MECHANISMS))
+    p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
+    p = common(usub.add_parser("delete", help="remove a user's SCRAM credentials"))
+    p.add_argument("name")
+    p.add_argument("--mechanism", action="append", choices=sorted(SCRAM_MECHANISMS))
+    common(usub.add_parser("list", help="users and their mechanisms"))
+
+
+def run(args: argparse.Namespace) -> int:
+    mechanisms = sorted(getattr(args, "mechanism", None) or SCRAM_MECHANISMS)
+    if args.action == "add":
+        if not MIN_ITERATIONS <= args.iterations <= MAX_ITERATIONS:
+            print(f"groupcoord users: --iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}", file=sys.stderr)
+            return 2
+        if not args.name:
+            print("groupcoord users: the user name must not be empty", file=sys.stderr)
+            return 2
+        password = args.password
+        if args.password_file:
+            try:
+                with open(args.password_file, encoding="utf-8") as f:
+                    password = f.readline().rstrip("\r\n")
+            except OSError as e:
+                print(f"groupcoord users: cannot read {args.password_file}: {e.strerror}", file=sys.stderr)
+                return 2
+        if not password:
+            print("groupcoord users: the password must not be empty", file=sys.stderr)
+            return 2
+    try:
+        if args.data_dir:
+            return _offline(args, mechanisms, password if args.action == "add" else "")
+        return _online(args, mechanisms, password if args.action == "add" else "")
+    except OSError as e:
+        print(f"groupcoord users: {e}", file=sys.stderr)
+        return 1
+
+
+def _offline(args: argparse.Namespace, mechanisms: list[str], password: str) -> int:
+    from coordinator.runtime.security.users import UserStore
+    from coordinator.storage.errors import StorageError
+    from coordinator.storage.keyed_store import KeyedStore
+    from coordinator.storage.manager import LogManager
+
+    try:
+        logs = LogManager(args.data_dir)  # takes the data dir's lock: never beside a running server
+    except StorageError as e:
+        print(f"groupcoord users: {e}", file=sys.stderr)
+        return 1
+    try:
+        store = KeyedStore.open(args.data_dir)
+        try:
+            users = UserStore(store)
+            if args.action == "list":
+                _print(users.users())
+                return 0
+            if args.action == "add":
+                users.put_offline([(args.name, m, ScramCredential.from_password(m, password,
+                                                                                iterations=args.iterations))
+                                   for m in mechanisms])
+                return 0
+            known = users.users().get(args.name, {})
+            gone = [m for m in mechanisms if m in known]
+            if not gone:
+                print(f"groupcoord users: RESOURCE_NOT_FOUND: no SCRAM credential for {args.name}", file=sys.stderr)
+                return 1
+            users.put_offline([(args.name, m, None) for m in gone])
+            return 0
+        finally:
+            store.close()
+    finally:
+        logs.close()
+
+
+def _online(args: argparse.Namespace, mechanisms: list[str], password: str) -> int:
+    from client.cluster import Cluster
+    from protocol.errors import error_name
+
+    cluster = Cluster(args.bootstrap_server, client_id="groupcoord-users")
+    try:
+        conn = cluster.least_loaded_connection()
+        if args.action == "list":
+            _, resp = conn.send(DESCRIBE, {"users": None})
+            if resp["error_code"]:
+                print(f"groupcoord users: {error_name(resp['error_code'])}: {resp['error_message']}", file=sys.stderr)
+                return 1
+            codes = {m.code: name for name, m in SCRAM_MECHANISMS.items()}
+            _print({r["user"]: {codes.get(c["mechanism"], str(c["mechanism"])): c["iterations"]
+                                for c in r["credential_infos"]} for r in resp["results"] if not r["error_code"]})
+            return 0
+        if args.action == "add":
+            upsertions = []
+            for m in mechanisms:
+                salt = secrets.token_bytes(32)
+                upsertions.append({"name": args.name, "mechanism": SCRAM_MECHANISMS[m].code,
+                                   "iterations": args.iterations, "salt": salt,
+                                   "salted_password": salted_password(m, password, salt, args.iterations)})
+            body = {"deletions": [], "upsertions": upsertions}
+        else:
+            body = {"deletions": [{"name": args.name, "mechanism": SCRAM_MECHANISMS[m].code} for m in mechanisms],
+                    "upsertions": []}
+        _, resp = conn.send(ALTER, body)
+        failed = [r for r in resp["results"] if r["error_code"]]
+        for r in failed:
+            print(f"groupcoord users: {r['user']}: {error_name(r['error_code'])}: {r['error_message']}",
+                  file=sys.stderr)
+        return 1 if failed else 0
+    finally:
+        cluster.close()
+
+
+def _print(users: dict[str, dict[str, int]]) -> None:
+    rows = [(u, m, str(i)) for u, mechs in sorted(users.items()) for m, i in sorted(mechs.items())]
+    headers = ("USER", "MECHANISM", "ITERATIONS")
+    widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(headers)]
+    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
