@@ -6,6 +6,7 @@ Public API (everything else is internal and may change):
 - ``TopicPartition``, ``OffsetAndMetadata``
 - assignors: ``RangeAssignor``, ``RoundRobinAssignor``, ``StickyAssignor``, ``CooperativeStickyAssignor``
 - errors: ``client.errors`` (``KafkaError`` and subclasses)
+- security: ``SecurityConfig`` — ``client.security`` (TLS and SASL settings, Kafka client properties files)
 """
 
 from client.admin import (
@@ -24,6 +25,7 @@ from client.cluster import Node
 from client.consumer import Consumer, ConsumerRebalanceListener
 from client.consumer_protocol import TopicPartition
 from client.errors import (
+    AuthenticationError,
     BrokerResponseError,
     CommitFailedError,
     FencedInstanceIdError,
@@ -33,15 +35,20 @@ from client.errors import (
     NoOffsetForPartitionError,
     RebalanceInProgressError,
     RequestTimedOutError,
+    SaslAuthenticationError,
+    SecurityConfigError,
+    SslAuthenticationError,
     UnsupportedVersionError,
 )
 from client.fetcher import ConsumerRecord, Fetcher
 from client.member import MemberState
 from client.offsets import OffsetAndMetadata
 from client.producer import Producer, RecordMetadata
+from client.security import SecurityConfig
 
 __all__ = [
     "AdminClient",
+    "AuthenticationError",
     "BrokerResponseError",
     "ClusterDescription",
     "CommitFailedError",
@@ -69,6 +76,10 @@ __all__ = [
     "RecordMetadata",
     "RequestTimedOutError",
     "RoundRobinAssignor",
+    "SaslAuthenticationError",
+    "SecurityConfig",
+    "SecurityConfigError",
+    "SslAuthenticationError",
     "StickyAssignor",
     "TopicDescription",
     "TopicPartition",

@@ -22,6 +22,7 @@ from client.cluster import Cluster, Node
 from client.consumer_protocol import ConsumerProtocolError, TopicPartition, decode_assignment
 from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, check, error_for
 from client.offsets import OFFSET_FETCH, OffsetAndMetadata, offset_fetch_body, parse_offset_fetch
+from client.security import SecurityConfig
 from protocol.errors import ErrorCode, error_name
 
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 16, 15, 42, 19, 20
@@ -108,8 +109,13 @@ class TopicDescription:
 
 class AdminClient:
     def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "groupcoord-admin",
-                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100) -> None:
-        self.cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100,
+                 security: SecurityConfig | None = None, **security_settings: Any) -> None:
+        """``security`` or Kafka's security keywords (``security_protocol``, ``sasl_mechanism``, ...; see
+        ``client.security``) secure every connection."""
+        security = SecurityConfig.resolve(security, security_settings, "AdminClient")
+        self.cluster = Cluster(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                               security=security)
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self._coordinators: dict[str, Node] = {}

@@ -7,6 +7,9 @@ Rules:
 - Reset-offsets is a dry run unless `--execute` is given, and only applies to a group with no members
   (Kafka refuses to move a live group's offsets).
 - Everything goes over the wire through the client package; nothing reads the server's files.
+- Every command takes `--command-config FILE`, Kafka's client properties file (security.protocol,
+  sasl.mechanism, sasl.jaas.config, ssl.truststore.location...; ``client.security``): every connection of
+  the command uses it. A bad file is bad usage (exit 2); a refused login is a Kafka error (exit 1).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 from client.admin import AdminClient, NewTopic
 from client.cluster import Cluster
 from client.consumer_protocol import TopicPartition
-from client.errors import KafkaError
+from client.errors import KafkaError, SecurityConfigError
+from client.security import add_command_config_argument, security_from_args
 from protocol.errors import ErrorCode, error_name
 
 LIST_OFFSETS, OFFSET_COMMIT = 2, 8
@@ -267,7 +271,7 @@ def topics_delete(admin: AdminClient, args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
-        return p
+        return add_command_config_argument(p)
 
     groups = sub.add_parser("groups", help="consumer group admin (like kafka-consumer-groups)")
     gsub = groups.add_subparsers(dest="action", required=True)
@@ -323,8 +327,12 @@ def add_parsers(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with AdminClient(args.bootstrap_server, request_timeout_ms=15000) as admin:
+        security = security_from_args(args)
+        with AdminClient(args.bootstrap_server, request_timeout_ms=15000, security=security) as admin:
             return int(args.run(admin, args))
+    except SecurityConfigError as e:
+        print(f"groupcoord: {e}", file=sys.stderr)
+        return 2
     except KafkaError as e:
         print(f"groupcoord: {e}", file=sys.stderr)
         return 1

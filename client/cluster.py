@@ -11,6 +11,10 @@ Rules and invariants:
   in flight; failing that it connects to the nodes in turn (bootstrap servers when no node is known yet).
 - Metadata for named topics is merged into what we have; a request for all topics replaces it.
 - The connections dict is guarded by one lock; no request waits for a response while holding it.
+- Every connection uses the cluster's ``security`` (``client.security.SecurityConfig``, default PLAINTEXT)
+  and one TLS context built from it when the cluster is made (a bad certificate file fails there). A refused
+  login (``client.errors.AuthenticationError``) is not a connection failure: it is raised at once, never
+  tried on the next node or retried.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from client.connection import Body, BrokerConnection
 from client.errors import KafkaConnectionError, KafkaError, error_for
+from client.security import PLAINTEXT, SecurityConfig
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -74,8 +79,11 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
 
 class Cluster:
     def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str | None = "groupcoord-client",
-                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000) -> None:
+                 request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
+                 security: SecurityConfig | None = None) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.security = security if security is not None else PLAINTEXT
+        self._ssl_context = self.security.ssl_context()
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
@@ -98,7 +106,8 @@ class Cluster:
                 return conn
             conn = BrokerConnection(host, port, client_id=self.client_id, node_id=node_id,
                                     request_timeout_ms=self.request_timeout_ms,
-                                    connect_timeout_ms=self.connect_timeout_ms).connect()
+                                    connect_timeout_ms=self.connect_timeout_ms, security=self.security,
+                                    ssl_context=self._ssl_context).connect()
             self._conns[key] = conn
             return conn
 

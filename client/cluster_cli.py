@@ -9,6 +9,7 @@ Rules:
   partition: OFFLINE (no leader: leader -1, LEADER_NOT_AVAILABLE) or UNDER-REPLICATED (a leader, but an ISR
   smaller than the replica set), as Kafka's ``kafka-topics --describe --unavailable-partitions`` /
   ``--under-replicated-partitions`` tell them. Exit 0; 1 when the node cannot be reached or answers an error.
+- `--command-config FILE`: Kafka's client properties file for a secured listener (``client.security``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from client.admin_cli import table
 from client.cluster import Cluster
+from client.security import add_command_config_argument, security_from_args
 
 METADATA = 3
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -58,7 +60,8 @@ def describe(metadata: dict[str, Any], out: Any = None) -> None:
 
 
 def cluster_describe(args: argparse.Namespace) -> int:
-    cluster = Cluster(args.bootstrap_server, client_id="groupcoord-cluster", request_timeout_ms=15000)
+    cluster = Cluster(args.bootstrap_server, client_id="groupcoord-cluster", request_timeout_ms=15000,
+                      security=security_from_args(args))
     try:
         _, resp = cluster.request_any(METADATA, lambda v: {"topics": None if v >= 1 else [],
                                                           "allow_auto_topic_creation": False})
@@ -74,4 +77,5 @@ def add_parsers(sub: Any) -> None:
     d = csub.add_parser("describe", help="nodes, controller, leaders per node, under-replicated and offline "
                                           "partitions (from Metadata)")
     d.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
+    add_command_config_argument(d)
     d.set_defaults(run=cluster_describe)

@@ -17,6 +17,16 @@ Rules and invariants:
   ``KafkaConnectionError`` (the timed-out one with ``RequestTimedOutError``). A closed connection is never
   reused; the owner (``client.cluster``) opens a new one.
 - A response body that fails to decode fails only its own future (framing is still intact).
+- Security (``client.security.SecurityConfig``, default PLAINTEXT): for SSL/SASL_SSL the socket speaks TLS
+  (``client.tls``; the node's certificate is checked against ``host``, the address we connect to) before
+  ApiVersions. For SASL_PLAINTEXT/SASL_SSL, after ApiVersions: SaslHandshake v1 with the mechanism, then
+  SaslAuthenticate (the highest of v0-2 both sides support) carrying the mechanism's tokens
+  (``client.sasl``) until the mechanism is complete; only then does the reader thread start and
+  ``connect()`` return. A refused login (an error code, or a SCRAM server we do not believe) raises
+  ``SaslAuthenticationError`` naming the node, the security protocol, the mechanism and user, and Kafka's
+  error name and message; a failed TLS handshake raises ``SslAuthenticationError``. Neither is a
+  ``KafkaConnectionError``: nothing retries them. Re-authentication (KIP-368) is not done: a node that
+  ends the session closes the connection, and the owner opens a new, freshly authenticated one.
 """
 
 from __future__ import annotations
@@ -24,19 +34,30 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from client.errors import KafkaConnectionError, KafkaError, RequestTimedOutError, UnsupportedVersionError
+from client.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    RequestTimedOutError,
+    SaslAuthenticationError,
+    SslAuthenticationError,
+    UnsupportedVersionError,
+)
+from client.sasl import SaslMechanismError, mechanism_for
+from client.security import PLAINTEXT, SecurityConfig
+from client.tls import TlsTransport
 from protocol import codec
-from protocol.errors import ErrorCode, ProtocolError
+from protocol.errors import ErrorCode, ProtocolError, error_name
 from protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameReader
 from protocol.messages import ALL
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 CLIENT_SOFTWARE_NAME = "groupcoord-python"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
@@ -90,14 +111,22 @@ class BrokerConnection:
 
     def __init__(self, host: str, port: int, *, client_id: str | None = "groupcoord-client",
                  request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, node_id: int | None = None) -> None:
+                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, node_id: int | None = None,
+                 security: SecurityConfig = PLAINTEXT, ssl_context: ssl.SSLContext | None = None) -> None:
         self.host, self.port, self.node_id = host, port, node_id
+        self.security = security
+        self._ssl_context = ssl_context
+        if security.uses_tls and ssl_context is None:
+            self._ssl_context = security.ssl_context()
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_bytes = max_frame_bytes
         self.api_ranges: dict[int, tuple[int, int]] = {}
         self._sock: socket.socket | None = None
+        self._sendall: Callable[[bytes], None] = _not_connected
+        self._recv: Callable[[int], bytes] = _not_connected
+        self._frames = FrameReader(max_frame_bytes)
         self._send_lock = threading.Lock()
         self._pending: dict[int, ResponseFuture] = {}
         self._pending_lock = threading.Lock()
@@ -116,11 +145,30 @@ class BrokerConnection:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
+        step = "ApiVersions"
         try:
+            sock.settimeout(max(self.connect_timeout_ms, 1) / 1000)
+            if self._ssl_context is not None:
+                step = "the TLS handshake"
+                self._start_tls(sock, self._ssl_context)
+            else:
+                self._sendall, self._recv = sock.sendall, sock.recv
+            step = "ApiVersions"
             self.api_ranges = self._negotiate(sock)
+            if self.security.uses_sasl:
+                step = "SASL authentication"
+                self._authenticate()
+        except ssl.SSLError as e:
+            sock.close()
+            if isinstance(e, ssl.SSLEOFError | ssl.SSLZeroReturnError) and step != "the TLS handshake":
+                raise KafkaConnectionError(f"{step} with {self.host}:{self.port} failed: {e}") from None
+            why = (f"certificate verify failed: {e.verify_message}" if isinstance(e, ssl.SSLCertVerificationError)
+                   else getattr(e, "reason", None) or str(e))
+            raise SslAuthenticationError(f"TLS handshake with {self.host}:{self.port} "
+                                         f"({self.security.security_protocol}) failed: {why}") from None
         except (OSError, ProtocolError) as e:
             sock.close()
-            raise KafkaConnectionError(f"ApiVersions with {self.host}:{self.port} failed: {e}") from None
+            raise KafkaConnectionError(f"{step} with {self.host}:{self.port} failed: {e}") from None
         except KafkaError:
             sock.close()
             raise
@@ -192,7 +240,7 @@ class BrokerConnection:
                     raise KafkaConnectionError(f"{self} is not connected ({self._closed_error})")
                 self._pending[corr] = fut
             try:
-                self._sock.sendall(frame)
+                self._sendall(frame)
             except OSError as e:
                 self.close(KafkaConnectionError(f"send to {self} failed: {e}"))
         return fut
@@ -205,20 +253,28 @@ class BrokerConnection:
         return fut.version, fut.result(timeout)
 
     # ------------------------------------------------------------------ internals
+    def _start_tls(self, sock: socket.socket, context: ssl.SSLContext) -> None:
+        tls = TlsTransport(sock, context, self.host)
+        tls.handshake()
+        self._sendall, self._recv = tls.sendall, tls.recv
+
+    def _next_frame(self, during: str) -> bytes:
+        """The next response frame before the reader thread runs (ApiVersions, SASL)."""
+        while (payload := self._frames.next_frame()) is None:
+            chunk = self._recv(65536)
+            if not chunk:
+                hint = (" (an SSL or SASL_SSL listener closes a PLAINTEXT client: check security_protocol)"
+                        if during == "ApiVersions" and not self.security.uses_tls else "")
+                raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection during {during}{hint}")
+            self._frames.feed(chunk)
+        return payload
+
     def _negotiate(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
-        sock.settimeout(max(self.connect_timeout_ms, 1) / 1000)
         ours = ALL[API_VERSIONS].max_version
         frame = codec.encode_request(API_VERSIONS, ours, 0, self.client_id, {
             "client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": CLIENT_SOFTWARE_VERSION})
-        sock.sendall(frame)
-        reader = FrameReader(self.max_frame_bytes)
-        payload = None
-        while payload is None:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection during ApiVersions")
-            reader.feed(chunk)
-            payload = reader.next_frame()
+        self._sendall(frame)
+        payload = self._next_frame("ApiVersions")
         body = None
         try:
             _, body = codec.decode_response(API_VERSIONS, ours, payload)
@@ -230,13 +286,55 @@ class BrokerConnection:
             raise KafkaConnectionError(f"ApiVersions failed with error {body['error_code']}")
         return negotiate_ranges(body["api_keys"])
 
+    def _exchange(self, api_key: int, version: int, body: dict[str, Any], during: str) -> dict[str, Any]:
+        """One request and its response before the reader thread runs."""
+        corr = next(self._corr) & 0x7FFFFFFF
+        self._sendall(codec.encode_request(api_key, version, corr, self.client_id, body))
+        got, resp = codec.decode_response(api_key, version, self._next_frame(during))
+        if got != corr:
+            raise KafkaConnectionError(f"{self} answered correlation id {got} to {corr} during {during}")
+        return resp
+
+    def _authenticate(self) -> None:
+        sec = self.security
+        assert sec.sasl_mechanism is not None and sec.sasl_username is not None and sec.sasl_password is not None
+        who = f"SASL authentication with {sec.sasl_mechanism} as {sec.sasl_username!r} to {self.host}:{self.port} " \
+              f"({sec.security_protocol} listener)"
+        try:
+            handshake_v = self.version_for(SASL_HANDSHAKE, max_version=1, min_version=1)
+            auth_v = self.version_for(SASL_AUTHENTICATE)
+        except UnsupportedVersionError:
+            raise SaslAuthenticationError(f"{who} failed: the node offers no SaslHandshake v1 / SaslAuthenticate "
+                                          "(is this a SASL listener?)") from None
+        resp = self._exchange(SASL_HANDSHAKE, handshake_v, {"mechanism": sec.sasl_mechanism}, "SaslHandshake")
+        if resp["error_code"]:
+            code = resp["error_code"]
+            offered = ", ".join(resp["mechanisms"]) or "none"
+            hint = (f"; the listener offers: {offered}" if code == ErrorCode.UNSUPPORTED_SASL_MECHANISM else
+                    " (is this a SASL listener?)" if code == ErrorCode.ILLEGAL_SASL_STATE else "")
+            raise SaslAuthenticationError(f"{who} failed: {error_name(code)} ({code}){hint}", code)
+        try:
+            mechanism = mechanism_for(sec.sasl_mechanism, sec.sasl_username, sec.sasl_password)
+            token: bytes | None = mechanism.first()
+            while token is not None:
+                resp = self._exchange(SASL_AUTHENTICATE, auth_v, {"auth_bytes": token}, "SaslAuthenticate")
+                if resp["error_code"]:
+                    code = resp["error_code"]
+                    message = resp.get("error_message")
+                    raise SaslAuthenticationError(
+                        f"{who} failed: {error_name(code)} ({code})" + (f": {message}" if message else ""), code)
+                token = mechanism.respond(resp["auth_bytes"] or b"")
+                if token is None and not mechanism.complete:
+                    raise SaslMechanismError("the exchange ended before the mechanism completed")
+        except SaslMechanismError as e:
+            raise SaslAuthenticationError(f"{who} refused: {e}") from None
+        log.debug("%s: authenticated with %s as %r", self, sec.sasl_mechanism, sec.sasl_username)
+
     def _read_loop(self) -> None:
-        reader = FrameReader(self.max_frame_bytes)
-        sock = self._sock
-        assert sock is not None
+        reader = self._frames
         try:
             while True:
-                chunk = sock.recv(1 << 16)
+                chunk = self._recv(1 << 16)
                 if not chunk:
                     raise KafkaConnectionError(f"{self} closed by the node")
                 reader.feed(chunk)
@@ -260,6 +358,10 @@ class BrokerConnection:
             fut._complete(None, KafkaConnectionError(f"undecodable response from {self}: {e}"))
             return
         fut._complete(body, None)
+
+
+def _not_connected(*_: object) -> Any:
+    raise OSError("not connected")
 
 
 def negotiate_ranges(api_keys: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:

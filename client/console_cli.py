@@ -8,6 +8,8 @@ Rules:
   `partition:offset<TAB>` with --print-offset). With `--group` it joins that consumer group and commits what
   it printed; without, it reads every partition on its own (no group, nothing committed). It stops after
   `--max-messages`, or when no record arrived for `--timeout-ms`, or on Ctrl-C.
+- Both take `--command-config FILE` (Kafka's client properties: security.protocol, sasl.*, ssl.*; see
+  ``client.security``); so does `groupcoord cluster describe`, which this module's ``run`` runs too.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from typing import Any
 from client.cluster import Cluster
 from client.consumer import Consumer
 from client.consumer_protocol import TopicPartition
-from client.errors import KafkaError
+from client.errors import KafkaError, SecurityConfigError
 from client.fetcher import Fetcher
 from client.producer import Producer
+from client.security import add_command_config_argument, security_from_args
 
 
 def _text(b: bytes | None) -> str:
@@ -33,7 +36,7 @@ def produce(args: argparse.Namespace) -> int:
     acks: Any = "all" if args.acks in ("all", "-1") else int(args.acks)
     failures = 0
     with Producer(args.bootstrap_server, acks=acks, compression_type=args.compression,
-                  linger_ms=args.linger_ms) as producer:
+                  linger_ms=args.linger_ms, security=security_from_args(args)) as producer:
         futures = []
         for line in sys.stdin:
             line = line.rstrip("\n")
@@ -65,14 +68,15 @@ def _print(tp: TopicPartition, rec: Any, args: argparse.Namespace) -> None:
 
 def consume(args: argparse.Namespace) -> int:
     reset = "earliest" if args.from_beginning else "latest"
+    security = security_from_args(args)
     count = 0
     last_record = time.monotonic()
     if args.group:
         source: Any = Consumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
-                               auto_offset_reset=reset, enable_auto_commit=False)
+                               auto_offset_reset=reset, enable_auto_commit=False, security=security)
         source.subscribe([args.topic])
     else:
-        cluster = Cluster(args.bootstrap_server)
+        cluster = Cluster(args.bootstrap_server, security=security)
         counts = cluster.refresh_metadata([args.topic])
         if args.topic not in cluster.topics:
             err = counts.get(args.topic)
@@ -120,6 +124,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
     p.add_argument("--compression", default=None, choices=["gzip", "snappy", "lz4", "zstd"])
     p.add_argument("--linger-ms", type=int, default=5)
+    add_command_config_argument(p)
     p.set_defaults(run=produce)
     p = sub.add_parser("consume", help="console consumer")
     p.add_argument("topic")
@@ -131,12 +136,16 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--timeout-ms", type=int, default=10000, help="stop after this long without a record")
     p.add_argument("--print-key", action="store_true")
     p.add_argument("--print-offset", action="store_true")
+    add_command_config_argument(p)
     p.set_defaults(run=consume)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         return int(args.run(args))
+    except SecurityConfigError as e:
+        print(f"groupcoord: {e}", file=sys.stderr)
+        return 2
     except KafkaError as e:
         print(f"groupcoord: {e}", file=sys.stderr)
         return 1

@@ -45,6 +45,7 @@ from client.errors import IllegalStateError, KafkaError
 from client.fetcher import Fetcher, FetcherRecordSource
 from client.member import ClusterTransport, Generation, GroupMember, JoinedMember, MemberConfig
 from client.offsets import RESET_POLICIES, GroupOffsets, OffsetAndMetadata, Positions
+from client.security import SecurityConfig
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +90,16 @@ class Consumer:
                  max_poll_records: int = 500, fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
                  fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 1048576,
                  isolation_level: str = "read_uncommitted", check_crcs: bool = True,
-                 record_source: RecordSource | None = None) -> None:
+                 record_source: RecordSource | None = None, security: SecurityConfig | None = None,
+                 **security_settings: Any) -> None:
+        """``security`` or Kafka's security keywords (``security_protocol``, ``sasl_mechanism``, ...; see
+        ``client.security``) secure every connection of the consumer."""
+        security = SecurityConfig.resolve(security, security_settings, "Consumer")
         if auto_offset_reset not in RESET_POLICIES:
             raise ValueError(f"auto_offset_reset must be one of {sorted(RESET_POLICIES)}")
         self.client_id = client_id or f"groupcoord-consumer-{uuid.uuid4().hex[:8]}"
-        self.cluster = Cluster(bootstrap_servers, client_id=self.client_id, request_timeout_ms=request_timeout_ms)
+        self.cluster = Cluster(bootstrap_servers, client_id=self.client_id, request_timeout_ms=request_timeout_ms,
+                               security=security)
         self.assignors = list(partition_assignment_strategy or [RangeAssignor()])
         if not self.assignors or len({a.name for a in self.assignors}) != len(self.assignors):
             raise ValueError("partition_assignment_strategy needs assignors with distinct names")

@@ -6,6 +6,11 @@ Rules:
   and ``RequestTimedOutError`` (no response within the request timeout). Both are retriable.
 - A non-zero Kafka error code in a response becomes ``BrokerResponseError`` (or one of the named subclasses
   below) through ``error_for(code)``; it carries the code, its Kafka name and whether it is retriable.
+- Security (``client.security``): ``SecurityConfigError`` (bad settings or a bad properties file; also a
+  ``ValueError``) and ``AuthenticationError`` — ``SaslAuthenticationError`` (the node refused our SASL login,
+  or could not prove itself to SCRAM) and ``SslAuthenticationError`` (the TLS handshake failed: certificate
+  not trusted, wrong host name, no client certificate...). Neither is retriable: a connection never retries
+  a refused login, and the callers that retry on errors let these through (no reconnect loop).
 - Group fencing is surfaced with Kafka's names: ``CommitFailedError`` (the generation moved on: the member
   was kicked out or the group rebalanced), ``RebalanceInProgressError``, ``FencedInstanceIdError`` (another
   process uses our ``group.instance.id``; fatal), ``NoOffsetForPartitionError`` (reset policy "none").
@@ -32,6 +37,28 @@ class RequestTimedOutError(KafkaError):
     """No response arrived within the request timeout."""
 
     retriable = True
+
+
+class SecurityConfigError(KafkaError, ValueError):
+    """Security settings that cannot work: an unknown protocol or mechanism, missing credentials, an unreadable
+    certificate file, a bad line in a client properties file."""
+
+
+class AuthenticationError(KafkaError):
+    """A node refused to authenticate us, or we refused the node (TLS or SCRAM); never retried."""
+
+
+class SaslAuthenticationError(AuthenticationError):
+    """SASL failed: ``error_code`` is Kafka's code when the node answered one (58 SASL_AUTHENTICATION_FAILED,
+    33 UNSUPPORTED_SASL_MECHANISM, 34 ILLEGAL_SASL_STATE), else None (we refused the node's messages)."""
+
+    def __init__(self, message: str, error_code: int | None = None) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class SslAuthenticationError(AuthenticationError):
+    """The TLS handshake failed (untrusted certificate, host name mismatch, client certificate refused...)."""
 
 
 class UnsupportedVersionError(KafkaError):

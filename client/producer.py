@@ -43,8 +43,9 @@ from typing import Any, Self
 from client.cluster import Cluster
 from client.connection import BrokerConnection, ResponseFuture
 from client.consumer_protocol import TopicPartition, group_by_topic
-from client.errors import BrokerResponseError, IllegalStateError, KafkaError, error_for
+from client.errors import AuthenticationError, BrokerResponseError, IllegalStateError, KafkaError, error_for
 from client.partitioner import DefaultPartitioner
+from client.security import SecurityConfig
 from protocol.compression import codec_for
 from protocol.errors import ErrorCode, is_retriable
 from protocol.record_batch import Compression, build_batch
@@ -264,7 +265,11 @@ class Producer:
                  compression_type: str | None = None, max_request_size: int = 1048576,
                  request_timeout_ms: int = 30000, retries: int = 5, retry_backoff_ms: int = 100,
                  max_block_ms: int = 60000, partitioner: DefaultPartitioner | None = None,
-                 cluster: Cluster | None = None) -> None:
+                 cluster: Cluster | None = None, security: SecurityConfig | None = None,
+                 **security_settings: Any) -> None:
+        """``security`` or Kafka's security keywords (``security_protocol``, ``sasl_mechanism``, ...; see
+        ``client.security``) secure every connection; a given ``cluster`` brings its own."""
+        security = SecurityConfig.resolve(security, security_settings, "Producer")
         if acks not in ACKS:
             raise ValueError(f"acks must be one of 0, 1, -1, 'all' (got {acks!r})")
         self.client_id = client_id or "groupcoord-producer"
@@ -282,7 +287,7 @@ class Producer:
         self.partitioner = partitioner or DefaultPartitioner()
         self._own_cluster = cluster is None
         self.cluster = cluster or Cluster(bootstrap_servers, client_id=self.client_id,
-                                          request_timeout_ms=request_timeout_ms)
+                                          request_timeout_ms=request_timeout_ms, security=security)
         self._cond = threading.Condition(threading.Lock())
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._muted: set[TopicPartition] = set()
@@ -598,7 +603,7 @@ class Producer:
                 if t is not None and t.error_code and not is_retriable(t.error_code):
                     raise error_for(t.error_code, f"metadata for {topic}")
                 last = f"error {t.error_code}" if t is not None else "topic not in the response"
-            except BrokerResponseError:
+            except (BrokerResponseError, AuthenticationError):
                 raise
             except KafkaError as e:
                 last = str(e)

@@ -39,6 +39,7 @@ from client.offsets import (
     list_offsets_body,
     parse_list_offsets,
 )
+from client.security import SecurityConfig
 from protocol.errors import ErrorCode, is_retriable
 from protocol.record_batch import (
     CONTROL_MASK,
@@ -70,7 +71,9 @@ class RangeReader:
     def __init__(self, bootstrap_servers: str | Iterable[str], *, client_id: str = "groupcoord-range-reader",
                  request_timeout_ms: int = 30000, max_partition_fetch_bytes: int = 4 * 1024 * 1024,
                  fetch_max_wait_ms: int = 100, check_crcs: bool = True, retries: int = 5,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100, security: SecurityConfig | None = None,
+                 **security_settings: Any) -> None:
+        self.security = SecurityConfig.resolve(security, security_settings, "RangeReader")
         self.bootstrap_servers = bootstrap_servers
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -86,7 +89,7 @@ class RangeReader:
     def cluster(self) -> Cluster:
         if self._cluster is None:
             self._cluster = Cluster(self.bootstrap_servers, client_id=self.client_id,
-                                    request_timeout_ms=self.request_timeout_ms)
+                                    request_timeout_ms=self.request_timeout_ms, security=self.security)
         return self._cluster
 
     def close(self) -> None:

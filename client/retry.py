@@ -27,6 +27,9 @@ Rules and invariants:
   records dropped; lost ones are just dropped. A partition assigned anew starts at its committed offset,
   so a not-yet-due record there is paused again by its new owner: due times survive any move.
 - Single-threaded like the Consumer: one application thread calls ``poll_once``/``run``/``close``.
+- Security: ``security=SecurityConfig(...)`` or Kafka's security keywords among ``consumer_config`` secure
+  the consumer, the producer of the copies and the admin client that creates the retry topics alike
+  (``producer_config`` may not name other ones).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from client.retry_policy import (
     copy_headers,
     header_int,
 )
+from client.security import SECURITY_KEYWORDS, SecurityConfig
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -140,7 +144,11 @@ class RetryingConsumer:
                  on_republished: Republished | None = None, **consumer_config: Any) -> None:
         """``consumer_config`` goes to ``Consumer`` (``auto_offset_reset`` defaults to "earliest" here, and
         ``fetch_max_wait_ms`` to 10, ``enable_auto_commit`` is always off); ``producer_config`` to ``Producer`` (acks is always "all").
-        ``on_republished(record, route)`` runs after a copy is acknowledged and before the commit."""
+        ``on_republished(record, route)`` runs after a copy is acknowledged and before the commit.
+        ``security`` or the security keywords in ``consumer_config`` secure every connection (module rules)."""
+        security_kw = {k: consumer_config.pop(k) for k in list(consumer_config) if k in SECURITY_KEYWORDS}
+        self.security = SecurityConfig.resolve(consumer_config.pop("security", None), security_kw,
+                                               "RetryingConsumer")
         self.topics = list(dict.fromkeys(topics))
         if not self.topics:
             raise ValueError("RetryingConsumer needs at least one main topic")
@@ -155,13 +163,15 @@ class RetryingConsumer:
             for label in policy.labels():
                 self._route[policy.retry_topic(main, label)] = (main, label)
         if create_topics:
-            self.ensure_topics(bootstrap_servers)
+            self.ensure_topics(bootstrap_servers, self.security)
         config = dict(consumer_config)
         config.setdefault("auto_offset_reset", "earliest")
         config.setdefault("fetch_max_wait_ms", DEFAULT_FETCH_MAX_WAIT_MS)
         config["enable_auto_commit"] = False
-        self.consumer = Consumer(bootstrap_servers=bootstrap_servers, group_id=group_id, **config)
+        self.consumer = Consumer(bootstrap_servers=bootstrap_servers, group_id=group_id, security=self.security,
+                                 **config)
         pconfig = {"linger_ms": 1, "batch_size": COPY_BATCH_BYTES, **(producer_config or {}), "acks": "all"}
+        pconfig.setdefault("security", self.security)
         self.producer = Producer(bootstrap_servers, **pconfig)
         self.consumer.subscribe(list(self._route), listener=_Listener(self))
         self._parked: dict[TopicPartition, tuple[list[ConsumerRecord], int]] = {}  # records, first not handled
@@ -179,9 +189,9 @@ class RetryingConsumer:
         """Main topics and their retry topics, as subscribed."""
         return list(self._route)
 
-    def ensure_topics(self, bootstrap_servers: str | Sequence[str]) -> None:
+    def ensure_topics(self, bootstrap_servers: str | Sequence[str], security: SecurityConfig | None = None) -> None:
         """Create missing retry and failed topics with the main topic's partition count."""
-        with AdminClient(bootstrap_servers) as admin:
+        with AdminClient(bootstrap_servers, security=security) as admin:
             existing = admin.list_topics()
             wanted: list[NewTopic] = []
             for main in self.topics:

@@ -2,8 +2,8 @@
 
 Rules:
 - Same conventions as ``client.admin_cli``, which registers these parsers and runs them (`args.run(admin,
-  args)`): `--bootstrap-server`, column-aligned tables on stdout, one-line errors on stderr, exit 1 for a
-  Kafka error.
+  args)`): `--bootstrap-server`, `--command-config` (the replay's producer uses the admin client's security
+  settings too), column-aligned tables on stdout, one-line errors on stderr, exit 1 for a Kafka error.
 - Retry topics are found by name: those of ``--policy`` when given, else every existing topic named by the
   pattern (`--retry-pattern`, default `{topic}-retry-{delay}`). Waiting = log end minus the group's
   committed offset (`--group`), or minus the log start without a group. NEXT-DUE is the earliest
@@ -40,6 +40,7 @@ from client.retry_policy import (
     parse_delay,
     strip_retry_headers,
 )
+from client.security import add_command_config_argument
 
 
 def _fmt_ms(ms: int | None) -> str | None:
@@ -145,7 +146,7 @@ def retry_replay(admin: AdminClient, args: argparse.Namespace) -> int:
     if not args.execute:
         print(f"(dry run: {len(plan)} records would be replayed; add --execute to re-publish them)")
         return 0
-    with Producer(args.bootstrap_server, acks="all") as producer:
+    with Producer(args.bootstrap_server, acks="all", security=admin.cluster.security) as producer:
         futures = [producer.send(target, r.value, r.key, strip_retry_headers(r.headers), timestamp_ms=r.timestamp)
                    for r, target in plan if target is not None]
         for fut in futures:
@@ -183,6 +184,7 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(run=retry_replay)
     for parser in rsub.choices.values():
         parser.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
+        add_command_config_argument(parser)
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -4,7 +4,8 @@ Rules:
 - ``--data-dir DIR``: the server's data dir, with the server stopped (its lock is taken: a running server
   refuses this with one line, exit 1). This is how the first admin is made before any client can log in,
   as ``kafka-storage format --add-scram`` does.
-- Otherwise ``--bootstrap-server`` (default 127.0.0.1:9092): DescribeUserScramCredentials and
+- Otherwise ``--bootstrap-server`` (default 127.0.0.1:9092; ``--command-config FILE``: Kafka's client
+  properties for TLS and SASL): DescribeUserScramCredentials and
   AlterUserScramCredentials against a running server; the password never travels, only the salted
   password the client computes (KIP-554).
 - ``add NAME --password P`` (or ``--password-file F``, its first line) sets a credential for each
@@ -33,6 +34,8 @@ DEFAULT_ITERATIONS = 8192
 
 
 def add_parsers(sub: Any) -> None:
+    from client.security import add_command_config_argument
+
     users = sub.add_parser("users", help="SCRAM users (like kafka-configs --entity-type users)")
     usub = users.add_subparsers(dest="action", required=True)
 
@@ -40,7 +43,7 @@ def add_parsers(sub: Any) -> None:
         where = p.add_mutually_exclusive_group()
         where.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
         where.add_argument("--data-dir", help="change a stopped server's data dir directly")
-        return p
+        return add_command_config_argument(p)
 
     p = common(usub.add_parser("add", help="add or change a user's SCRAM credentials"))
     p.add_argument("name")
@@ -75,11 +78,16 @@ def run(args: argparse.Namespace) -> int:
         if not password:
             print("groupcoord users: the password must not be empty", file=sys.stderr)
             return 2
+    from client.errors import KafkaError, SecurityConfigError
+
     try:
         if args.data_dir:
             return _offline(args, mechanisms, password if args.action == "add" else "")
         return _online(args, mechanisms, password if args.action == "add" else "")
-    except OSError as e:
+    except SecurityConfigError as e:
+        print(f"groupcoord users: {e}", file=sys.stderr)
+        return 2
+    except (KafkaError, OSError) as e:
         print(f"groupcoord users: {e}", file=sys.stderr)
         return 1
 
@@ -122,9 +130,10 @@ def _offline(args: argparse.Namespace, mechanisms: list[str], password: str) -> 
 
 def _online(args: argparse.Namespace, mechanisms: list[str], password: str) -> int:
     from client.cluster import Cluster
+    from client.security import security_from_args
     from protocol.errors import error_name
 
-    cluster = Cluster(args.bootstrap_server, client_id="groupcoord-users")
+    cluster = Cluster(args.bootstrap_server, client_id="groupcoord-users", security=security_from_args(args))
     try:
         conn = cluster.least_loaded_connection()
         if args.action == "list":
@@ -145,8 +154,12 @@ def _online(args: argparse.Namespace, mechanisms: list[str], password: str) -> i
                                    "salted_password": salted_password(m, password, salt, args.iterations)})
             body = {"deletions": [], "upsertions": upsertions}
         else:
-            body = {"deletions": [{"name": args.name, "mechanism": SCRAM_MECHANISMS[m].code} for m in mechanisms],
-                    "upsertions": []}
+            codes = [SCRAM_MECHANISMS[m].code for m in mechanisms]
+            if not args.mechanism:  # every mechanism the user has (deleting one it lacks is refused)
+                _, found = conn.send(DESCRIBE, {"users": [{"name": args.name}]})
+                result = found["results"][0] if found["results"] else {"credential_infos": []}
+                codes = [c["mechanism"] for c in result.get("credential_infos") or []] or codes
+            body = {"deletions": [{"name": args.name, "mechanism": c} for c in codes], "upsertions": []}
         _, resp = conn.send(ALTER, body)
         failed = [r for r in resp["results"] if r["error_code"]]
         for r in failed:

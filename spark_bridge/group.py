@@ -29,6 +29,7 @@ from client.offsets import (
     offset_commit_body,
     parse_offset_commit,
 )
+from client.security import SecurityConfig
 from protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,10 @@ _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDI
 
 class GroupMirror:
     def __init__(self, bootstrap: str, group_id: str, *, client_id: str = "groupcoord-spark",
-                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100) -> None:
+                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100,
+                 security: SecurityConfig | None = None) -> None:
         self.bootstrap, self.group_id = bootstrap, group_id
+        self.security = security
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_s = retry_backoff_ms / 1000
@@ -68,7 +71,7 @@ class GroupMirror:
     def _commit(self, offsets: dict[TopicPartition, int], batch_id: int) -> None:
         if self._cluster is None:
             self._cluster = Cluster(self.bootstrap, client_id=self.client_id,
-                                    request_timeout_ms=self.request_timeout_ms)
+                                    request_timeout_ms=self.request_timeout_ms, security=self.security)
         meta = json.dumps({"batchId": batch_id, "source": "spark_bridge"}, separators=(",", ":"))
         body = offset_commit_body(self.group_id, -1, "", None,
                                   {tp: OffsetAndMetadata(off, meta) for tp, off in offsets.items()})

@@ -9,6 +9,14 @@ Rules:
 - Exactly one of ``subscribe``, ``subscribePattern``, ``assign`` for reads. Offsets specs are ``earliest``,
   ``latest`` or JSON ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest), as Spark's.
 - The parsed options are frozen dataclasses: they are pickled to Spark's Python workers with the reader.
+- Security, as Spark's Kafka source passes Kafka client settings: ``kafka.security.protocol``,
+  ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config`` (or librdkafka's ``kafka.sasl.username`` /
+  ``kafka.sasl.password``), ``kafka.ssl.truststore.location`` / ``.type``, ``kafka.ssl.keystore.location`` /
+  ``.type``, ``kafka.ssl.key.password``, ``kafka.ssl.endpoint.identification.algorithm`` (PEM files only),
+  on reads and writes alike. They become one ``client.security.SecurityConfig`` (``security``) used by every
+  connection of the planner, the executors' range readers, the group mirror and the sink's producers; a bad
+  combination is an ``OptionsError`` naming the option. The certificate files must exist where the
+  executors run. Passwords stay out of the options' ``repr``.
 """
 
 from __future__ import annotations
@@ -19,19 +27,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from client.errors import SecurityConfigError
+from client.security import PLAINTEXT, SecurityConfig
+
 EARLIEST, LATEST = -2, -1
 DEFAULT_GROUP_PREFIX = "spark-groupcoord"
 
 # canonical spelling, as documented (lookups are case-insensitive)
+SECURITY_OPTIONS = (
+    "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.jaas.config", "kafka.sasl.username",
+    "kafka.sasl.password", "kafka.ssl.truststore.location", "kafka.ssl.truststore.type",
+    "kafka.ssl.keystore.location", "kafka.ssl.keystore.type", "kafka.ssl.key.password",
+    "kafka.ssl.endpoint.identification.algorithm",
+)
 READ_OPTIONS = (
     "kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
     "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "minPartitions", "failOnDataLoss",
     "includeHeaders", "groupIdPrefix", "kafka.group.id", "commitOffsetsToGroup", "kafka.request.timeout.ms",
-    "kafka.client.id",
+    "kafka.client.id", *SECURITY_OPTIONS,
 )
 WRITE_OPTIONS = ("kafka.bootstrap.servers", "topic", "kafka.request.timeout.ms", "kafka.client.id",
-                 "kafka.linger.ms", "kafka.batch.size")
+                 "kafka.linger.ms", "kafka.batch.size", *SECURITY_OPTIONS)
 IGNORED = ("path", "checkpointLocation")
 
 
@@ -66,6 +83,7 @@ class ReadOptions:
     commit_offsets_to_group: bool = True
     request_timeout_ms: int = 30000
     client_id: str = "groupcoord-spark"
+    security: SecurityConfig = PLAINTEXT
 
     def subscription(self) -> str:
         if self.subscribe:
@@ -83,6 +101,7 @@ class WriteOptions:
     client_id: str = "groupcoord-spark-sink"
     linger_ms: int = 5
     batch_size: int = 262144
+    security: SecurityConfig = PLAINTEXT
 
 
 def _check_names(options: Mapping[str, str], valid: tuple[str, ...], what: str) -> dict[str, str]:
@@ -172,6 +191,16 @@ def _offsets(opts: dict[str, str], name: str, default: str, allowed: tuple[str, 
     return spec
 
 
+def _security(opts: dict[str, str]) -> SecurityConfig:
+    given = {k[len("kafka."):]: v for k, v in opts.items() if k in SECURITY_OPTIONS}
+    if not given:
+        return PLAINTEXT
+    try:
+        return SecurityConfig.from_mapping(given, source="groupcoord data source options", prefix="kafka.")
+    except SecurityConfigError as e:
+        raise OptionsError(str(e)) from None
+
+
 def parse_read(options: Mapping[str, str], streaming: bool) -> ReadOptions:
     opts = _check_names(options, READ_OPTIONS, "source")
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
@@ -235,6 +264,7 @@ def parse_read(options: Mapping[str, str], streaming: bool) -> ReadOptions:
         commit_offsets_to_group=_bool(opts, "commitOffsetsToGroup", True),
         request_timeout_ms=_int(opts, "kafka.request.timeout.ms", 1) or 30000,
         client_id=opts.get("kafka.client.id", "groupcoord-spark"),
+        security=_security(opts),
     )
 
 
@@ -247,7 +277,8 @@ def parse_write(options: Mapping[str, str]) -> WriteOptions:
                         request_timeout_ms=_int(opts, "kafka.request.timeout.ms", 1) or 30000,
                         client_id=opts.get("kafka.client.id", "groupcoord-spark-sink"),
                         linger_ms=_int(opts, "kafka.linger.ms", 0) or 5,
-                        batch_size=_int(opts, "kafka.batch.size", 1) or 262144)
+                        batch_size=_int(opts, "kafka.batch.size", 1) or 262144,
+                        security=_security(opts))
 
 
 def as_dict(options: Any) -> dict[str, str]:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from client.cluster import Cluster
 from client.consumer_protocol import TopicPartition
-from client.errors import KafkaConnectionError, KafkaError, error_for
+from client.errors import AuthenticationError, KafkaConnectionError, KafkaError, error_for
 from client.offsets import LIST_OFFSETS, list_offsets_body, parse_list_offsets
+from client.security import SecurityConfig
 from spark_bridge.options import EARLIEST, LATEST, OffsetSpec, OptionsError, ReadOptions
 
 Offsets = dict[TopicPartition, int]
@@ -53,7 +54,8 @@ class Planner:
     def cluster(self) -> Cluster:
         if self._cluster is None:
             self._cluster = Cluster(self.opts.bootstrap, client_id=self.opts.client_id,
-                                    request_timeout_ms=self.opts.request_timeout_ms, connect_timeout_ms=5000)
+                                    request_timeout_ms=self.opts.request_timeout_ms, connect_timeout_ms=5000,
+                                    security=self.opts.security)
         return self._cluster
 
     def close(self) -> None:
@@ -206,14 +208,17 @@ def limit_rows(start: Offsets, available: Offsets, max_rows: int) -> Offsets:
     return {tp: start.get(tp, available[tp]) + take[tp] for tp in available}
 
 
-def check_reachable(bootstrap: str, timeout_ms: int = 5000) -> None:
-    """Raise PlanningError naming the bootstrap servers when none of them answers (the sink's check)."""
+def check_reachable(bootstrap: str, timeout_ms: int = 5000, security: SecurityConfig | None = None) -> None:
+    """Raise PlanningError naming the bootstrap servers when none of them answers (the sink's check), or
+    when they refuse our login."""
     cluster = Cluster(bootstrap, client_id="groupcoord-spark-check", connect_timeout_ms=timeout_ms,
-                      request_timeout_ms=timeout_ms)
+                      request_timeout_ms=timeout_ms, security=security)
     try:
         cluster.refresh_metadata([])
     except KafkaConnectionError as e:
         raise PlanningError(f"cannot reach the bootstrap server(s) {bootstrap}: {e}") from None
+    except AuthenticationError as e:
+        raise PlanningError(f"the bootstrap server(s) {bootstrap} refused us: {e}") from None
     except KafkaError:
         pass
     finally:

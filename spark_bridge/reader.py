@@ -56,7 +56,8 @@ def read_range(opts: ReadOptions, r: OffsetRange) -> Iterator[pa.RecordBatch]:
         return
     tp = TopicPartition(r.topic, r.partition)
     buf = RowBuffer(r.topic, r.partition, opts.include_headers)
-    with RangeReader(opts.bootstrap, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms) as rr:
+    with RangeReader(opts.bootstrap, client_id=opts.client_id, request_timeout_ms=opts.request_timeout_ms,
+                     security=opts.security) as rr:
         start = r.start
         while start < r.end:
             try:

@@ -178,7 +178,8 @@ def write_batches(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Writ
     """Produce every row (runs in a Spark worker) and wait for all acknowledgements. Each Arrow batch's rows
     go to the producer with one ``send_many`` per destination partition (no future per row)."""
     producer = Producer(opts.bootstrap, client_id=opts.client_id, acks="all", linger_ms=opts.linger_ms,
-                        batch_size=opts.batch_size, request_timeout_ms=opts.request_timeout_ms, retries=3)
+                        batch_size=opts.batch_size, request_timeout_ms=opts.request_timeout_ms, retries=3,
+                        security=opts.security)
     router = _Router(producer)
     rows = 0
     pending: deque[tuple[str, int, RecordsFuture]] = deque()
@@ -212,7 +213,7 @@ class BatchWriter(DataSourceArrowWriter):
         if overwrite:
             raise OptionsError(OVERWRITE_REFUSED)
         check_schema(schema, opts)
-        check_reachable(opts.bootstrap)
+        check_reachable(opts.bootstrap, security=opts.security)
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
@@ -222,7 +223,7 @@ class BatchWriter(DataSourceArrowWriter):
 class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         check_schema(schema, opts)
-        check_reachable(opts.bootstrap)
+        check_reachable(opts.bootstrap, security=opts.security)
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:

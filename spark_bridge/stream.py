@@ -154,7 +154,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         if self._mirror is None:
             self._mirror = GroupMirror(self.opts.bootstrap, self.group_id(offsets["query"]),
-                                       client_id=self.opts.client_id, request_timeout_ms=self.opts.request_timeout_ms)
+                                       client_id=self.opts.client_id, request_timeout_ms=self.opts.request_timeout_ms,
+                                       security=self.opts.security)
         self._mirror.commit(from_json(offsets), int(offsets["batch"]))
 
     def stop(self) -> None:
