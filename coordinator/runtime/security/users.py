@@ -7,7 +7,7 @@ Rules:
 - ``lookup(user, mechanism)`` is a dict read (the SASL exchange's credential lookup, on the event loop).
 - DescribeUserScramCredentials (50) and AlterUserScramCredentials (51) as Kafka 3.9's ZkAdminManager
   answers them:
-  - describe: users null = every user with a credential; a user named twice gets DUPLICATE_RESOURCE, one
+  - describe: users null or empty = every user with a credential; a user named twice gets DUPLICATE_RESOURCE, one
     without credentials RESOURCE_NOT_FOUND ("Attempt to describe nonexistent user"); per user its
     mechanisms and iterations (never salts or keys).
   - alter: per user one result. A user named more than once across deletions and upsertions (for the same
@@ -73,7 +73,7 @@ class UserStore:
     # ---------------------------------------------------------------- DescribeUserScramCredentials (50)
     def describe(self, users: list[str] | None) -> dict[str, Any]:
         known = self.users()
-        names = sorted(known) if users is None else users
+        names = sorted(known) if not users else users  # null or empty: every user (Kafka's describingAllUsers)
         results = []
         seen: dict[str, int] = {}
         for name in names:
