@@ -184,10 +184,22 @@ class Broker:
                 continue
             map_principal: Callable[[str], str | None] = _no_principal  # SASL: the principal is SASL's
             if spec.protocol == "SSL":  # the client certificate's subject is the principal
-                from coordinator.core.security.principal_mapping import parse_rules
+                from coordinator.core.security.principal_mapping import (
+                    PrincipalMappingError,
+                    SslPrincipalMapper,
+                )
 
-                map_principal = parse_rules(str(setting(self.config, spec.name, "ssl.principal.mapping.rules",
-                                                        "DEFAULT"))).map
+                rules = str(setting(self.config, spec.name, "ssl.principal.mapping.rules", "DEFAULT"))
+                try:
+                    mapper = SslPrincipalMapper.from_rules(rules)
+                except ValueError as e:
+                    raise ValueError(f"ssl.principal.mapping.rules on listener {spec.name}: {e}") from None
+
+                def map_principal(dn: str, mapper: SslPrincipalMapper = mapper) -> str | None:
+                    try:
+                        return mapper.name(dn)
+                    except PrincipalMappingError:
+                        return None
             if spec.sasl:
                 enabled = parse_enabled_mechanisms(str(setting(self.config, spec.name, "sasl.enabled.mechanisms",
                                                                "")))

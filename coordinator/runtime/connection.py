@@ -223,15 +223,21 @@ class Connection:
             self.handler.connection_log.warning("TLS handshake with %s on listener %s failed: %s", self.peer,
                                                self.listener, cause)
             return False
-        if self.gate is None:
-            from coordinator.runtime.security.certificates import subject_dn
+        if self.gate is None:  # SSL: the client certificate's subject (Java's RFC 2253 form), mapped
+            from coordinator.core.security.principal_mapping import rfc2253_subject
 
-            principal = self.security.certificate_principal(subject_dn(stream.getpeercert()))
+            der = stream.getpeercert(binary_form=True)
+            try:
+                subject = rfc2253_subject(der) if der else None
+            except ValueError as e:
+                self.handler.connection_log.warning("connection %s on listener %s refused: its certificate's "
+                                                   "subject cannot be read: %s", self.peer, self.listener, e)
+                return False
+            principal = self.security.certificate_principal(subject)
             if principal is None:
                 self.handler.connection_log.warning("connection %s on listener %s refused: no "
                                                    "ssl.principal.mapping.rules rule maps its certificate's "
-                                                   "subject %s", self.peer, self.listener,
-                                                   subject_dn(stream.getpeercert()))
+                                                   "subject %s", self.peer, self.listener, subject)
                 return False
             self.principal = principal
         return True

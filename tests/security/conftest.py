@@ -10,16 +10,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from security_support import LISTENERS, Pki, start_secured  # noqa: E402
-
-# the SSL listener (client certificates) joins once ssl.principal.mapping.rules is served
-LISTENERS_NOW = tuple(n for n in LISTENERS if n != "SSL")
+from security_support import Pki, start_secured  # noqa: E402
 from server_process import ServerProcess  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Pki]]:
-    server, pki = start_secured(tmp_path_factory.mktemp("secured"), listeners=LISTENERS_NOW)
+    server, pki = start_secured(tmp_path_factory.mktemp("secured"))
     try:
         yield server, pki
     finally:

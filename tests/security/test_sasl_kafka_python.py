@@ -1,5 +1,5 @@
 """kafka-python against the secured server with its ordinary settings: SCRAM-SHA-512 over SASL_SSL,
-SCRAM-SHA-256 and PLAIN over SASL_PLAINTEXT; each produces, consumes in a
+SCRAM-SHA-256 and PLAIN over SASL_PLAINTEXT, and a client certificate over SSL; each produces, consumes in a
 group and commits. A wrong password is kafka-python's own authentication error, and the server stays healthy
 for everybody else. Metadata answers each client the endpoint of the listener it came in on."""
 
@@ -64,7 +64,8 @@ def round_trip(server: Any, pki: Any, listener: str, mechanism: str = "SCRAM-SHA
 
 @pytest.mark.parametrize(("listener", "mechanism"), [("SASL_SSL", "SCRAM-SHA-512"),
                                                      ("SASL_PLAINTEXT", "SCRAM-SHA-256"),
-                                                     ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "PLAIN")])
+                                                     ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "PLAIN"),
+                                                     ("SSL", "")])
 def test_kafka_python_produces_consumes_and_commits(secured: Any, listener: str, mechanism: str) -> None:
     server, pki = secured
     round_trip(server, pki, listener, mechanism)

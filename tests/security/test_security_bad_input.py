@@ -194,3 +194,13 @@ def test_a_bad_security_config_refuses_startup_in_one_line(tmp_path: Path, extra
     assert out.returncode == 2, out
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], out.stderr
+
+
+def test_a_bad_principal_mapping_rule_refuses_startup_in_one_line(tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    config = write_config(tmp_path / "bad.toml", pki, {"ssl.principal.mapping.rules": "RULE:^CN=(.*)$/$1"},
+                          ("PLAINTEXT", "SSL"))
+    out = serve("--config", str(config), "--data-dir", str(tmp_path / "data"))
+    assert out.returncode == 2, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ssl.principal.mapping.rules on listener SSL" in lines[0], out.stderr

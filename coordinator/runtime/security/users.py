@@ -73,7 +73,7 @@ class UserStore:
     # ---------------------------------------------------------------- DescribeUserScramCredentials (50)
     def describe(self, users: list[str] | None) -> dict[str, Any]:
         known = self.users()
-        names = sorted(known) if not users else users  # null or empty: every user (Kafka's describingAllUsers)
+        names = users if users else sorted(known)  # null or empty: every user (Kafka's describingAllUsers)
         results = []
         seen: dict[str, int] = {}
         for name in names:
