@@ -46,15 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     serve = sub.add_parser("serve", help="run the coordinator daemon")
     _add_config_flags(serve)
     from client import admin_cli, cluster_cli, console_cli  # these commands are clients of a running server
-    from coordinator import users_cli  # reads a stopped server's data dir, or asks a running one
+    from coordinator import audit_cli, users_cli  # read a server's data dir (users: or ask a running one)
 
     admin_cli.add_parsers(sub)
     console_cli.add_parsers(sub)
     cluster_cli.add_parsers(sub)
     users_cli.add_parsers(sub)
+    audit_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "users":
         return users_cli.run(args)
+    if args.command == "audit":
+        return audit_cli.run(args)
     if args.command in ("groups", "topics", "retry"):
         return admin_cli.run(args)
     if args.command in ("produce", "consume", "cluster"):  # commands that open their own connections

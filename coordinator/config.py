@@ -185,6 +185,9 @@ KEYS: tuple[Key, ...] = (
         choices=("", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "acl")),
     Key("super.users", str, "", "Principals allowed everything, ';'-separated (User:admin;User:CN=node1)."),
+    Key("audit.retention.bytes", int, 256 << 20, "The audit trail (admin changes, authorization denials) keeps "
+        "at most this many bytes (ours).", 1 << 20),
+    Key("audit.retention.ms", int, 30 * 24 * 3600 * 1000, "The audit trail keeps events this long (ours).", 1),
     Key("allow.everyone.if.no.acl.found", bool, False, "With the authorizer on: a resource with no ACL is "
         "open to all (default: closed)."),
 )

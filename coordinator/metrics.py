@@ -158,6 +158,9 @@ class Metrics:
         self.authentications = Counter("groupcoord_authentications", "SASL authentications by listener, "
                                        "mechanism and result (succeeded, failed, reauthenticated).",
                                        ["listener", "mechanism", "result"], registry=r)
+        self.denials = Counter("groupcoord_authorization_denied", "Requests denied something by "
+                                            "the authorizer, by API and resource type.", ["api", "resource_type"],
+                                            registry=r)
         self.listener_connections = Gauge("groupcoord_listener_connections", "Open client connections per "
                                           "listener.", ["listener"], registry=r)
         self.groups = _GroupCollector()
@@ -173,6 +176,9 @@ class Metrics:
     def request_done(self, api_key: int, seconds: float, n: int = 1) -> None:
         """``n`` requests of ``api_key`` each took ``seconds`` from read to response ready."""
         self.requests.observe(api_key, seconds, n)
+
+    def authorization_denied(self, api_key: int, resource_type: str) -> None:
+        self.denials.labels(api_name(api_key), resource_type).inc()
 
     def authentication(self, listener: str, mechanism: str, result: str) -> None:
         self.authentications.labels(listener, mechanism, result).inc()

@@ -31,6 +31,14 @@ from coordinator.runtime.connection_limits import ConnectionLimits
 from coordinator.runtime.dispatch import Handler
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
+from coordinator.runtime.security.audit import ADMIN_APIS as AUDITED
+from coordinator.runtime.security.audit import AuditLog
+from coordinator.runtime.security.authorization import (
+    Authorization,
+    disabled_create,
+    disabled_delete,
+    disabled_describe,
+)
 from coordinator.runtime.security.listener_security import ListenerSecurity
 from coordinator.runtime.security.tls import TlsContexts, setting
 from coordinator.runtime.security.users import UserStore
@@ -91,7 +99,12 @@ class Broker:
             36: self.handle_sasl_authenticate,
             50: self.handle_describe_user_scram_credentials,
             51: self.handle_alter_user_scram_credentials,
+            29: self.handle_describe_acls,
+            30: self.handle_create_acls,
+            31: self.handle_delete_acls,
         }
+        self.authorization: Authorization | None = None  # authorizer.class.name set: every request is checked
+        self.audit: AuditLog | None = None  # the audit trail (admin changes, denials): opened with storage
         # api key -> hot handler: request payload -> whole response frame, or None for the generic path
         self.hot: dict[int, Callable[[bytes], bytes | None]] = {}
         # api key -> hot decoder: request payload -> the generic decoder's Request, or None (use the generic)
@@ -124,27 +137,36 @@ class Broker:
         except ValueError as e:
             raise StartupError(f"TLS: {e}") from None
 
-        def open_storage() -> tuple[LogManager, Journal | None, KeyedStore]:
+        def open_storage() -> tuple[LogManager, Journal | None, KeyedStore, AuditLog]:
             logs = LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG})
             security: KeyedStore | None = None
+            audit: AuditLog | None = None
             try:
                 security = KeyedStore.open(self.config["data.dir"])
+                audit = AuditLog(self.config["data.dir"], self.config["audit.retention.bytes"],
+                                 self.config["audit.retention.ms"])
                 if not self.config["log.journal.enable"]:
-                    return logs, None, security
-                return logs, logs.open_journal()[0], security
+                    return logs, None, security, audit
+                return logs, logs.open_journal()[0], security, audit
             except BaseException:
+                if audit is not None:
+                    audit.close()
                 if security is not None:
                     security.close()
                 logs.close()
                 raise
 
         try:
-            self.logs, self.journal, security_store = await trio.to_thread.run_sync(open_storage)
+            self.logs, self.journal, security_store, self.audit = await trio.to_thread.run_sync(open_storage)
         except (StorageError, OSError) as e:
             raise StartupError(f"cannot use data dir {self.config['data.dir']}: {e}") from None
         try:
             self.users = UserStore(security_store)
             self._open_listener_security()
+            if self.config["authorizer.class.name"]:
+                self.authorization = Authorization(self.config, security_store, self.metrics,
+                                                   self._topic_names_by_id, self._topic_exists)
+                self.authorization.audit = self.audit
         except ValueError as e:
             raise StartupError(str(e)) from None
         self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics, self.journal,
@@ -161,7 +183,7 @@ class Broker:
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
         self.handlers[10] = self.groups.handle_find_coordinator
-        if self.config["hot.path.enable"]:
+        if self.config["hot.path.enable"] and self.authorization is None:  # with ACLs, Heartbeat is checked too
             self.hot[12] = self.groups.hot_heartbeat
             self.hot_decoders[8] = decode_offset_commit
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
@@ -275,6 +297,8 @@ class Broker:
             background.start_soon(self._compaction_loop)
             background.start_soon(user_compaction_loop, self.topic_service)
             background.start_soon(self._idle_loop)
+            if self.audit is not None:
+                background.start_soon(self.audit.run)
             try:
                 yield
             finally:
@@ -327,6 +351,9 @@ class Broker:
         if self.logs is not None:
             await self.commit.flush_now()
             self.commit.close()
+            if self.audit is not None:
+                await self.audit.flush()
+                await trio.to_thread.run_sync(self.audit.close)
             if self.users is not None:  # before the data dir's lock goes with the logs
                 await trio.to_thread.run_sync(self.users.store.close)
             await trio.to_thread.run_sync(self.logs.close)
@@ -354,7 +381,12 @@ class Broker:
         if handler is None:  # declared but not served: clients only send what ApiVersions advertised
             slot.complete(None)
             raise ProtocolError(f"api {request.api_key} is declared but not served")
+        authorization = self.authorization
         try:
+            if authorization is not None and not authorization.admit(request, slot):
+                return
+            if request.api_key in AUDITED and self.audit is not None:
+                self.audit.admin(request, slot)
             handler(request, slot)
         except Exception as e:
             # A bug (handlers change no state before their last step that can fail). The client gets
@@ -414,6 +446,42 @@ class Broker:
         inter-broker listener's."""
         host, port = self.endpoints.get(listener) or (self.advertised_host, self.advertised_port)
         return {"node_id": self.node_id, "host": host, "port": port, "rack": None}
+
+    # ---------------------------------------------------------------- ACLs
+    def _topic_names_by_id(self) -> dict[Any, str]:
+        ts = self.topic_service
+        names = list(ts.topics()) if ts is not None else []
+        return {topic_id(n): n for n in [*names, OFFSETS_TOPIC]}
+
+    def _topic_exists(self, name: str) -> bool:
+        ts = self.topic_service
+        return name == OFFSETS_TOPIC or (ts is not None and ts.partition_count(name) is not None)
+
+    def handle_describe_acls(self, request: Request, slot: Slot) -> None:
+        a = self.authorization
+        slot.complete(disabled_describe() if a is None else a.describe(request.body))
+
+    def handle_create_acls(self, request: Request, slot: Slot) -> None:
+        a = self.authorization
+        if a is None:
+            slot.complete(disabled_create(request.body))
+            return
+
+        async def create() -> None:
+            slot.complete(await a.create(request.body))
+
+        self.nursery.start_soon(create)
+
+    def handle_delete_acls(self, request: Request, slot: Slot) -> None:
+        a = self.authorization
+        if a is None:
+            slot.complete(disabled_delete(request.body))
+            return
+
+        async def delete() -> None:
+            slot.complete(await a.delete(request.body))
+
+        self.nursery.start_soon(delete)
 
     # ---------------------------------------------------------------- SASL after authentication, SCRAM users
     def handle_sasl_handshake(self, request: Request, slot: Slot) -> None:

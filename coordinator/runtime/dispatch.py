@@ -6,8 +6,8 @@ Rules:
   one), never the broker itself; a service is given each request's ``Slot`` and uses of its connection only
   what ``ClientConnection`` names. So neither imports ``connection.py`` nor ``broker.py``; only the
   composition roots (``broker.py``, ``server.py``) know every part.
-- ``Slot``: a request's place in its connection's response order, and the token the core completes. It is
-  completed once (``complete`` with a body, ``complete_frame`` with a frame already encoded; later calls are
+- ``Slot``: a request's place in its connection's response order, and the token the core completes. Its
+  ``merge`` (authorization only) rewrites the handler's body before it is encoded. It is completed once (``complete`` with a body, ``complete_frame`` with a frame already encoded; later calls are
   ignored); ``None`` means the request needs no response (Produce with acks=0). A completion from outside
   the connection's own dispatching (``dispatching`` false: a rebalance, a durable write) wakes the
   connection, which sends what is ready in slot order (connection.py).
@@ -58,7 +58,7 @@ class ClientConnection(Protocol):
 class Slot:
     """A request's place in its connection's response order; also the token the core completes."""
 
-    __slots__ = ("api_key", "conn", "correlation_id", "done", "frame", "started", "version")
+    __slots__ = ("api_key", "conn", "correlation_id", "done", "frame", "merge", "started", "version")
 
     def __init__(self, conn: ClientConnection, api_key: int, version: int, correlation_id: int,
                  started: float) -> None:
@@ -69,10 +69,14 @@ class Slot:
         self.frame: bytes | None = None
         self.done = False
         self.started = started
+        # set by authorization (security/api_acls.py): adds the denied resources' errors to the handler's body
+        self.merge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def complete(self, body: dict[str, Any] | None) -> None:
         """Complete with a response body (None: the request needs no response)."""
         if not self.done:
+            if body is not None and self.merge is not None:
+                body = self.merge(body)
             self.complete_frame(None if body is None else
                                 codec.encode_response(self.api_key, self.version, self.correlation_id, body))
 

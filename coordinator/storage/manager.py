@@ -41,8 +41,9 @@ _DELETED_SUFFIX = ".deleted"
 _PROBE = ".groupcoord-write-probe"
 _LOCK = ".lock"
 JOURNAL_DIR = "journal"
-# the security store's log and its rewrite's leftovers (keyed_store.py): not partitions of a topic
-_NOT_TOPICS = frozenset({SECURITY_DIR, SECURITY_DIR + ".new", SECURITY_DIR + ".old"})
+# the security store's log and its rewrite's leftovers (keyed_store.py), the audit trail's log
+# (runtime/security/audit.py): not partitions of a topic
+_NOT_TOPICS = frozenset({SECURITY_DIR, SECURITY_DIR + ".new", SECURITY_DIR + ".old", "audit"})
 
 
 def partition_dir_name(topic: str, partition: int) -> str:

@@ -1,0 +1,537 @@
+"""What each API needs from the authorizer, and Kafka's answer when it is denied (KafkaApis, AclApis).
+
+Rules:
+- ``admit(request, slot, acl)`` runs before a request's handler, only when an authorizer is on. It either
+  answers the whole request itself with Kafka's error (and returns False), or lets it through (True),
+  possibly with the resources the principal may not touch cut out of the request and ``slot.merge`` set to
+  put Kafka's per-resource error for them back into the handler's answer (as KafkaApis splits a request
+  into authorized and unauthorized parts and merges the answers). Handlers never see what was denied.
+- ``acl(operation, resource_type, name, quiet=False)`` is the connection's decision (``authorization.py``:
+  the principal, its host, super users, the ACLs, a per-connection cache); ``quiet`` marks the silent
+  filtering of Metadata, ListGroups and an all-topics OffsetFetch, which is neither counted nor audited.
+- Codes: TOPIC_AUTHORIZATION_FAILED 29, GROUP_AUTHORIZATION_FAILED 30, CLUSTER_AUTHORIZATION_FAILED 31,
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53. A denied topic's answer never depends on whether it exists
+  (29 either way), so denial hides existence; Metadata and ListGroups and an all-topics OffsetFetch drop
+  what the principal may not describe, silently.
+- The table (Kafka 3.9): Produce Write/Topic; Fetch Read/Topic (a follower: ClusterAction/Cluster);
+  ListOffsets Describe/Topic; Metadata Describe/Topic (auto-creating a missing topic: Create on Cluster or
+  the Topic); OffsetCommit Read/Group then Read/Topic; OffsetFetch Describe/Group then Describe/Topic;
+  FindCoordinator Describe/Group; JoinGroup, Heartbeat, LeaveGroup, SyncGroup Read/Group; DescribeGroups
+  Describe/Group; ListGroups Describe/Cluster or per group; CreateTopics Create/Cluster or Create/Topic;
+  DeleteTopics Delete/Topic; InitProducerId IdempotentWrite/Cluster or Write on some Topic;
+  OffsetForLeaderEpoch ClusterAction/Cluster or Describe/Topic; DescribeConfigs DescribeConfigs on the
+  Topic (29) or Cluster (31); AlterConfigs and IncrementalAlterConfigs AlterConfigs likewise;
+  CreatePartitions Alter/Topic; DeleteGroups Delete/Group; OffsetDelete Delete/Group then Read/Topic;
+  DescribeAcls Describe/Cluster, CreateAcls/DeleteAcls Alter/Cluster; Describe/AlterUserScramCredentials
+  Describe/Alter on Cluster. ApiVersions, SaslHandshake and SaslAuthenticate need nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol.acl_types import CLUSTER_RESOURCE_NAME
+from protocol.acl_types import AclOperation as Op
+from protocol.acl_types import ResourceType as Res
+from protocol.errors import ErrorCode
+from protocol.messages.fetch import empty_partition
+
+if TYPE_CHECKING:
+    from coordinator.runtime.dispatch import Slot
+    from protocol.codec import Request
+
+Acl = Callable[..., bool]  # (operation, resource type, name, quiet=False) -> allowed; quiet: a filter's check
+TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                              ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                              ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # DescribeConfigs resource types
+
+
+class Context:
+    """What some rules need besides the decision, for the request's connection: topic names by id (Fetch
+    v13+, DeleteTopics v6+), whether a topic exists (Metadata's auto-creation), the operations bitfield
+    (authorized_operations), and whether some resource of a type allows an operation (InitProducerId)."""
+
+    __slots__ = ("any_allowed", "exists", "operations", "topic_names_by_id")
+
+    def __init__(self, topic_names_by_id: Callable[[], dict[Any, str]], exists: Callable[[str], bool],
+                 operations: Callable[[int, str], int], any_allowed: Callable[[int, int], bool]) -> None:
+        self.topic_names_by_id = topic_names_by_id
+        self.exists = exists
+        self.operations = operations
+        self.any_allowed = any_allowed
+
+
+Rule = Callable[["Request", "Slot", Acl, Context], bool]
+
+
+def admit(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    rule = RULES.get(request.api_key)
+    return True if rule is None else rule(request, slot, acl, ctx)
+
+
+def _cluster(acl: Acl, op: int) -> bool:
+    return acl(op, Res.CLUSTER, CLUSTER_RESOURCE_NAME)
+
+
+def _split(items: list[dict[str, Any]], key: str, allowed: Callable[[str], bool]
+           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    kept, denied = [], []
+    for item in items:
+        (kept if allowed(item[key]) else denied).append(item)
+    return kept, denied
+
+
+def _merge_into(slot: Slot, field: str, extra: list[dict[str, Any]]) -> None:
+    """The handler's answer gets ``extra`` appended to its ``field`` list."""
+    if not extra:
+        return
+
+    def merge(body: dict[str, Any]) -> dict[str, Any]:
+        body[field] = list(body.get(field) or []) + extra
+        return body
+
+    slot.merge = merge
+
+
+# ---------------------------------------------------------------------------------------------- produce
+def _produce(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    if body.get("transactional_id") is not None:
+        return True  # the handler refuses transactions (53) itself
+    kept, denied = _split(body["topic_data"], "name", lambda t: acl(Op.WRITE, Res.TOPIC, t))
+    body["topic_data"] = kept
+    _merge_into(slot, "responses", [
+        {"name": t["name"], "partition_responses": [
+            {"index": p["index"], "error_code": TOPIC_DENIED, "base_offset": -1, "log_append_time_ms": -1,
+             "log_start_offset": -1, "record_errors": [], "error_message": None} for p in t["partition_data"]]}
+        for t in denied])
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- fetch
+def _fetch(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body, v = request.body, request.version
+    replica = body.get("replica_state", {}).get("replica_id", -1) if v >= 15 else body.get("replica_id", -1)
+    by_id = ctx.topic_names_by_id() if v >= 13 else {}
+
+    def name_of(t: dict[str, Any]) -> str:
+        return t["topic"] if v < 13 else by_id.get(t["topic_id"], "")
+
+    if replica is not None and replica >= 0:  # a follower: ClusterAction on the cluster, else 29 everywhere
+        if _cluster(acl, Op.CLUSTER_ACTION):
+            return True
+        kept, denied = [], list(body["topics"])
+    else:
+        kept, denied = [], []
+        for t in body["topics"]:
+            name = name_of(t)
+            (kept if name and acl(Op.READ, Res.TOPIC, name) else denied).append(t)
+    body["topics"] = kept
+    extra = []
+    for t in denied:
+        parts = []
+        for p in t["partitions"]:
+            entry = empty_partition(p["partition"])
+            entry["error_code"] = TOPIC_DENIED
+            parts.append(entry)
+        extra.append({"topic": t.get("topic"), "topic_id": t.get("topic_id"), "partitions": parts})
+    _merge_into(slot, "responses", extra)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- list offsets
+def _list_offsets(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.DESCRIBE, Res.TOPIC, t))
+    body["topics"] = kept
+    _merge_into(slot, "topics", [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": TOPIC_DENIED, "old_style_offsets": [],
+             "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t["partitions"]]}
+        for t in denied])
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- metadata
+def _metadata(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body, v = request.body, request.version
+    wanted = body.get("topics")
+    all_topics = wanted is None or (v == 0 and not wanted)
+    denied: list[str] = []
+    if not all_topics:
+        allow_create = body.get("allow_auto_topic_creation", True)
+        kept = []
+        for t in wanted:
+            name = t.get("name")
+            if name is None:
+                kept.append(t)
+                continue
+            if not acl(Op.DESCRIBE, Res.TOPIC, name):
+                denied.append(name)
+            elif allow_create and not ctx.exists(name) and not (
+                    _cluster(acl, Op.CREATE) or acl(Op.CREATE, Res.TOPIC, name)):
+                denied.append(name)  # it would be auto-created: that needs Create (Kafka: 29)
+            else:
+                kept.append(t)
+        body["topics"] = kept
+        if not kept and denied:  # nothing left to ask for: the handler must not list every topic
+            body["topics"] = []
+    with_ops = v >= 8 and body.get("include_topic_authorized_operations")
+    cluster_ops = 8 <= v <= 10 and body.get("include_cluster_authorized_operations")
+
+    def merge(answer: dict[str, Any]) -> dict[str, Any]:
+        topics = answer.get("topics") or []
+        if all_topics:
+            topics = [t for t in topics if acl(Op.DESCRIBE, Res.TOPIC, t["name"], True)]
+        if with_ops:
+            for t in topics:
+                if not t.get("error_code"):
+                    t["topic_authorized_operations"] = ctx.operations(Res.TOPIC, t["name"])
+        topics += [{"error_code": TOPIC_DENIED, "name": n, "is_internal": False, "partitions": [],
+                    "topic_authorized_operations": -2147483648} for n in denied]
+        answer["topics"] = topics
+        if cluster_ops:
+            answer["cluster_authorized_operations"] = ctx.operations(Res.CLUSTER, CLUSTER_RESOURCE_NAME)
+        return answer
+
+    slot.merge = merge
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- groups
+def _offset_commit(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    if not isinstance(body, dict):  # the hot decoder's one-partition commit
+        from protocol.hotpath import offset_commit_answer
+
+        error = 0 if acl(Op.READ, Res.GROUP, body.group_id) else GROUP_DENIED
+        if not error and not acl(Op.READ, Res.TOPIC, body.topic):
+            error = TOPIC_DENIED
+        if error:
+            slot.complete_frame(offset_commit_answer(request.version, slot.correlation_id, body.topic,
+                                                     body.partition, error))
+            return False
+        return True
+    group_ok = acl(Op.READ, Res.GROUP, body["group_id"])
+    if not group_ok:
+        slot.complete({"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": GROUP_DENIED}
+                                               for p in t["partitions"]]} for t in body["topics"]]})
+        return False
+    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.READ, Res.TOPIC, t))
+    body["topics"] = kept
+    _merge_into(slot, "topics", [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": TOPIC_DENIED}
+                                           for p in t["partitions"]]} for t in denied])
+    return True
+
+
+def _offset_fetch_group(group: dict[str, Any] | None, group_id: str, topics: list[dict[str, Any]] | None,
+                        acl: Acl) -> tuple[int, list[dict[str, Any]] | None, list[dict[str, Any]]]:
+    """(group error, the topics to ask for, the denied topics' answer entries) of one group's fetch."""
+    if not acl(Op.DESCRIBE, Res.GROUP, group_id):
+        return GROUP_DENIED, topics, []
+    if topics is None:
+        return 0, None, []
+    kept, denied = _split(topics, "name", lambda t: acl(Op.DESCRIBE, Res.TOPIC, t))
+    return 0, kept, [{"name": t["name"], "partitions": [
+        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+         "error_code": TOPIC_DENIED} for p in t["partition_indexes"]]} for t in denied]
+
+
+def _offset_fetch(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body, v = request.body, request.version
+
+    def visible(topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [t for t in topics if acl(Op.DESCRIBE, Res.TOPIC, t["name"], True)]
+
+    if v < 8:
+        error, kept, extra = _offset_fetch_group(None, body["group_id"], body.get("topics"), acl)
+        if error:
+            answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": error, "topics": []}
+            if v < 2:  # no top-level error: each partition asked for carries it
+                answer["topics"] = [{"name": t["name"], "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": error}
+                    for p in t["partition_indexes"]]} for t in body.get("topics") or []]
+            slot.complete(answer)
+            return False
+        all_topics = body.get("topics") is None
+        body["topics"] = kept
+
+        def merge(answer: dict[str, Any]) -> dict[str, Any]:
+            topics = answer.get("topics") or []
+            answer["topics"] = (visible(topics) if all_topics else topics) + extra
+            return answer
+
+        slot.merge = merge
+        return True
+    denied_groups: dict[str, int] = {}
+    extras: dict[str, list[dict[str, Any]]] = {}
+    all_of: set[str] = set()
+    kept_groups = []
+    for g in body["groups"]:
+        error, kept, extra = _offset_fetch_group(g, g["group_id"], g.get("topics"), acl)
+        if error:
+            denied_groups[g["group_id"]] = error
+            continue
+        if g.get("topics") is None:
+            all_of.add(g["group_id"])
+        g["topics"] = kept
+        extras[g["group_id"]] = extra
+        kept_groups.append(g)
+    body["groups"] = kept_groups
+    if not kept_groups:
+        slot.complete({"throttle_time_ms": 0, "groups": [
+            {"group_id": gid, "topics": [], "error_code": code} for gid, code in denied_groups.items()]})
+        return False
+
+    def merge_groups(answer: dict[str, Any]) -> dict[str, Any]:
+        for g in answer.get("groups") or []:
+            gid = g["group_id"]
+            topics = g.get("topics") or []
+            g["topics"] = (visible(topics) if gid in all_of else topics) + extras.get(gid, [])
+        answer["groups"] = list(answer.get("groups") or []) + [
+            {"group_id": gid, "topics": [], "error_code": code} for gid, code in denied_groups.items()]
+        return answer
+
+    slot.merge = merge_groups
+    return True
+
+
+def _find_coordinator(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body, v = request.body, request.version
+    if v < 4:
+        if body.get("key_type", 0) == 0 and not acl(Op.DESCRIBE, Res.GROUP, body["key"]):
+            slot.complete({"throttle_time_ms": 0, "error_code": GROUP_DENIED,
+                           "error_message": "Group authorization failed.", "node_id": -1, "host": "", "port": -1})
+            return False
+        return True
+    if body.get("key_type", 0) != 0:
+        return True
+    kept = [k for k in body["coordinator_keys"] if acl(Op.DESCRIBE, Res.GROUP, k)]
+    denied = [k for k in body["coordinator_keys"] if k not in set(kept)]
+    if not denied:
+        return True
+    denial = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": GROUP_DENIED,
+               "error_message": "Group authorization failed."} for k in denied]
+    if not kept:
+        slot.complete({"throttle_time_ms": 0, "coordinators": denial})
+        return False
+    body["coordinator_keys"] = kept
+    _merge_into(slot, "coordinators", denial)
+    return True
+
+
+def _group_read(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    """JoinGroup, Heartbeat, LeaveGroup, SyncGroup: Read on the group, else the top-level 30."""
+    if acl(Op.READ, Res.GROUP, request.body["group_id"]):
+        return True
+    slot.complete({"throttle_time_ms": 0, "error_code": GROUP_DENIED, "generation_id": -1, "protocol_name": None,
+                   "protocol_type": None, "leader": "", "member_id": "", "members": [], "assignment": b"",
+                   "skip_assignment": False})
+    return False
+
+
+def _describe_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    kept = [g for g in body["groups"] if acl(Op.DESCRIBE, Res.GROUP, g)]
+    denied = [g for g in body["groups"] if g not in set(kept)]
+    with_ops = request.version >= 3 and body.get("include_authorized_operations")
+    body["groups"] = kept
+
+    def merge(answer: dict[str, Any]) -> dict[str, Any]:
+        groups = list(answer.get("groups") or [])
+        if with_ops:
+            for g in groups:
+                g["authorized_operations"] = ctx.operations(Res.GROUP, g["group_id"])
+        answer["groups"] = groups + [
+            {"error_code": GROUP_DENIED, "error_message": None, "group_id": g, "group_state": "",
+             "protocol_type": "", "protocol_data": "", "members": [], "authorized_operations": -2147483648}
+            for g in denied]
+        return answer
+
+    if not kept:
+        slot.complete(merge({"throttle_time_ms": 0, "groups": []}))
+        return False
+    slot.merge = merge
+    return True
+
+
+def _list_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    if _cluster(acl, Op.DESCRIBE):
+        return True
+
+    def merge(answer: dict[str, Any]) -> dict[str, Any]:
+        answer["groups"] = [g for g in answer.get("groups") or [] if acl(Op.DESCRIBE, Res.GROUP, g["group_id"], True)]
+        return answer
+
+    slot.merge = merge
+    return True
+
+
+def _delete_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    kept = [g for g in body["groups_names"] if acl(Op.DELETE, Res.GROUP, g)]
+    denied = [g for g in body["groups_names"] if g not in set(kept)]
+    body["groups_names"] = kept
+    extra = [{"group_id": g, "error_code": GROUP_DENIED} for g in denied]
+    if not kept:
+        slot.complete({"throttle_time_ms": 0, "results": extra})
+        return False
+    _merge_into(slot, "results", extra)
+    return True
+
+
+def _offset_delete(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    if not acl(Op.DELETE, Res.GROUP, body["group_id"]):
+        slot.complete({"error_code": GROUP_DENIED, "throttle_time_ms": 0, "topics": []})
+        return False
+    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.READ, Res.TOPIC, t))
+    body["topics"] = kept
+    _merge_into(slot, "topics", [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": TOPIC_DENIED}
+                                           for p in t["partitions"]]} for t in denied])
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- topics admin
+def _create_topics(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    if _cluster(acl, Op.CREATE):
+        return True
+    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.CREATE, Res.TOPIC, t))
+    body["topics"] = kept
+    extra = [{"name": t["name"], "error_code": TOPIC_DENIED, "error_message": "Authorization failed.",
+              "topic_config_error_code": TOPIC_DENIED, "num_partitions": -1, "replication_factor": -1,
+              "configs": None} for t in denied]
+    if not kept:
+        slot.complete({"throttle_time_ms": 0, "topics": extra})
+        return False
+    _merge_into(slot, "topics", extra)
+    return True
+
+
+def _delete_topics(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body, v = request.body, request.version
+    if v < 6:
+        names = body["topic_names"]
+        kept = [n for n in names if acl(Op.DELETE, Res.TOPIC, n)]
+        denied = [n for n in names if n not in set(kept)]
+        body["topic_names"] = kept
+    else:
+        by_id = ctx.topic_names_by_id()
+        kept_t, denied_t = [], []
+        for t in body["topics"]:
+            name = t.get("name") or by_id.get(t.get("topic_id"))
+            (kept_t if name and acl(Op.DELETE, Res.TOPIC, name) else denied_t).append(t)
+        body["topics"] = kept_t
+        kept = kept_t  # type: ignore[assignment]
+        denied = [t.get("name") for t in denied_t]  # type: ignore[misc]
+    extra = [{"name": n, "topic_id": None, "error_code": TOPIC_DENIED, "error_message": None} for n in denied]
+    if not kept:
+        slot.complete({"throttle_time_ms": 0, "responses": extra})
+        return False
+    _merge_into(slot, "responses", extra)
+    return True
+
+
+def _create_partitions(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.ALTER, Res.TOPIC, t))
+    body["topics"] = kept
+    extra = [{"name": t["name"], "error_code": TOPIC_DENIED, "error_message": None} for t in denied]
+    if not kept:
+        slot.complete({"throttle_time_ms": 0, "results": extra})
+        return False
+    _merge_into(slot, "results", extra)
+    return True
+
+
+def _configs(op: int, field: str) -> Rule:
+    """DescribeConfigs (results) and (Incremental)AlterConfigs (responses): per resource, a topic's needs
+    ``op`` on it (29), the broker's and its loggers' on the cluster (31)."""
+
+    def rule(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+        body = request.body
+        kept, denied = [], []
+        for r in body["resources"]:
+            kind, name = r["resource_type"], r["resource_name"]
+            if kind == CONFIG_TOPIC:
+                ok, code = acl(op, Res.TOPIC, name), TOPIC_DENIED
+            elif kind in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
+                ok, code = _cluster(acl, op), CLUSTER_DENIED
+            else:
+                ok, code = True, 0
+            (kept if ok else denied).append((r, code))
+        body["resources"] = [r for r, _ in kept]
+        extra = [{"error_code": code, "error_message": None, "resource_type": r["resource_type"],
+                  "resource_name": r["resource_name"], "configs": []} for r, code in denied]
+        if not kept:
+            slot.complete({"throttle_time_ms": 0, field: extra})
+            return False
+        _merge_into(slot, field, extra)
+        return True
+
+    return rule
+
+
+def _init_producer_id(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    """An idempotent producer: IdempotentWrite on the cluster, or Write on some topic (KIP-679)."""
+    if request.body.get("transactional_id") is not None:
+        return True  # refused as unsupported by the handler (53)
+    if _cluster(acl, Op.IDEMPOTENT_WRITE) or ctx.any_allowed(Op.WRITE, Res.TOPIC):
+        return True
+    slot.complete({"throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "producer_id": -1, "producer_epoch": -1})
+    return False
+
+
+def _offset_for_leader_epoch(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    if _cluster(acl, Op.CLUSTER_ACTION):
+        return True
+    kept, denied = _split(body["topics"], "topic", lambda t: acl(Op.DESCRIBE, Res.TOPIC, t))
+    body["topics"] = kept
+    _merge_into(slot, "topics", [
+        {"topic": t["topic"], "partitions": [{"error_code": TOPIC_DENIED, "partition": p["partition"],
+                                              "leader_epoch": -1, "end_offset": -1} for p in t["partitions"]]}
+        for t in denied])
+    return True
+
+
+def _cluster_op(op: int, answer: Callable[[Request], dict[str, Any]]) -> Rule:
+    def rule(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+        if _cluster(acl, op):
+            return True
+        slot.complete(answer(request))
+        return False
+
+    return rule
+
+
+def _scram_alter_denied(request: Request) -> dict[str, Any]:
+    users = dict.fromkeys([d["name"] for d in request.body.get("deletions") or []]
+                          + [u["name"] for u in request.body.get("upsertions") or []])
+    return {"throttle_time_ms": 0, "results": [{"user": u, "error_code": CLUSTER_DENIED, "error_message": None}
+                                               for u in users]}
+
+
+RULES: dict[int, Rule] = {
+    0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
+    10: _find_coordinator, 11: _group_read, 12: _group_read, 13: _group_read, 14: _group_read,
+    15: _describe_groups, 16: _list_groups, 19: _create_topics, 20: _delete_topics, 22: _init_producer_id,
+    23: _offset_for_leader_epoch, 32: _configs(Op.DESCRIBE_CONFIGS, "results"),
+    33: _configs(Op.ALTER_CONFIGS, "responses"), 37: _create_partitions, 42: _delete_groups,
+    44: _configs(Op.ALTER_CONFIGS, "responses"), 47: _offset_delete,
+    29: _cluster_op(Op.DESCRIBE, lambda r: {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                            "error_message": "Cluster authorization failed.", "resources": []}),
+    30: _cluster_op(Op.ALTER, lambda r: {"throttle_time_ms": 0, "results": [
+        {"error_code": CLUSTER_DENIED, "error_message": None} for _ in r.body["creations"]]}),
+    31: _cluster_op(Op.ALTER, lambda r: {"throttle_time_ms": 0, "filter_results": [
+        {"error_code": CLUSTER_DENIED, "error_message": None, "matching_acls": []} for _ in r.body["filters"]]}),
+    50: _cluster_op(Op.DESCRIBE, lambda r: {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                            "error_message": None, "results": []}),
+    51: _cluster_op(Op.ALTER, _scram_alter_denied),
+}
