@@ -183,9 +183,10 @@ class Broker:
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
         self.handlers[10] = self.groups.handle_find_coordinator
-        if self.config["hot.path.enable"] and self.authorization is None:  # with ACLs, Heartbeat is checked too
-            self.hot[12] = self.groups.hot_heartbeat
-            self.hot_decoders[8] = decode_offset_commit
+        if self.config["hot.path.enable"]:
+            if self.authorization is None:  # with ACLs, Heartbeat takes the generic path (it is checked too)
+                self.hot[12] = self.groups.hot_heartbeat
+            self.hot_decoders[8] = decode_offset_commit  # a decoder only: the request still meets the checks
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
                               22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})
