@@ -9,8 +9,10 @@ Three real `groupcoord serve` daemons (subprocesses) and one load generator (thi
 2. The same commits on a server with the authorizer on and 10,000 ACLs loaded (literal and prefixed, for
    other principals and resources, plus the ACLs the load needs) against a server with no authorizer,
    rounds alternating (target >= 0.9).
-Not measured yet (noted in the issue): heartbeats/s over SASL_SSL, consume MB/s over TLS, the
-authentication storm beside a heartbeat load. Prints a table and the command; asserts nothing.
+3. Consume MB/s: one connection reading ``--consume-mb`` MiB of 16 KiB records with Fetch v12 (1 MiB
+   answers, one at a time) over SASL_SSL against PLAINTEXT on the same server, alternating (target >= 0.5).
+Not measured yet (noted in the issue): heartbeats/s over SASL_SSL, the authentication storm beside a
+heartbeat load. Prints a table and the command; asserts nothing.
 """
 
 from __future__ import annotations
@@ -113,6 +115,52 @@ async def commits_per_s(port: int, tls: ssl.SSLContext | None, seconds: float) -
     return done / took
 
 
+async def fetch_mb_per_s(port: int, tls: ssl.SSLContext | None, topic: str, end: int) -> float:
+    """Read ``topic``-0 from offset 0 to ``end`` with Fetch v12 (1 MiB answers, one at a time): MB/s."""
+    framed = await connect(port, tls)
+    offset, got, corr = 0, 0, 10
+    t0 = time.perf_counter()
+    while offset < end:
+        corr += 1
+        await framed.stream.send_all(codec.encode_request(1, 12, corr, "bench", {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                        "fetch_offset": offset, "last_fetched_epoch": -1,
+                                                        "log_start_offset": -1,
+                                                        "partition_max_bytes": 1 << 20}]}]}))
+        payload = await framed.read()
+        part = codec.decode_response(1, 12, payload)[1]["responses"][0]["partitions"][0]
+        records = part["records"] or b""
+        got += len(payload)
+        last = 0
+        pos = 0
+        while pos + 12 <= len(records):  # the last offset of the last whole batch
+            size = int.from_bytes(records[pos + 8:pos + 12], "big") + 12
+            if pos + size > len(records):
+                break
+            last = int.from_bytes(records[pos:pos + 8], "big") + int.from_bytes(records[pos + 23:pos + 27], "big")
+            pos += size
+        offset = last + 1
+    took = time.perf_counter() - t0
+    await framed.stream.aclose()
+    return got / took / 1e6
+
+
+def fill(port: int, topic: str, mb: int) -> int:
+    """``mb`` MiB of 16 KiB records into ``topic``-0 (our producer, acks=1); returns the log end."""
+    from client import AdminClient, NewTopic, Producer
+
+    with AdminClient(f"127.0.0.1:{port}") as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    count = mb * 64
+    with Producer(f"127.0.0.1:{port}", linger_ms=5, batch_size=1 << 20) as producer:
+        for i in range(count):
+            producer.send(topic, value=b"%08d" % i + b"x" * (16 * 1024 - 8), partition=0)
+        producer.flush(120)
+    return count
+
+
 def alternate(rounds: int, base: Any, other: Any) -> tuple[list[float], list[float], float]:
     """B O B O ... B: each O over the mean of the B around it; the median of those."""
     bases, others = [base()], []
@@ -128,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--acls", type=int, default=10_000, help="ACLs loaded besides the load's own")
+    ap.add_argument("--consume-mb", type=int, default=128, help="MiB read per consume round")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="bench-security-"))
     pki = make_pki(work / "pki")
@@ -160,6 +209,13 @@ def main(argv: list[str] | None = None) -> int:
         p1, s1, sasl_ratio = alternate(a.rounds, lambda: run(tls_server.port, None),
                                        lambda: run(tls_server.ports["SASL_SSL"], client_tls))
         p2, s2, acl_ratio = alternate(a.rounds, lambda: run(plain.port, None), lambda: run(acl_server.port, None))
+        end = fill(tls_server.port, "bench-consume", a.consume_mb)
+
+        def read(port: int, tls: ssl.SSLContext | None) -> float:
+            return trio.run(fetch_mb_per_s, port, tls, "bench-consume", end)
+
+        c1, c2, tls_ratio = alternate(a.rounds, lambda: read(tls_server.port, None),
+                                      lambda: read(tls_server.ports["SASL_SSL"], client_tls))
     finally:
         for s in servers:
             s.stop()
@@ -170,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'durable commits/s, no authorizer, mean':58} {statistics.mean(p2):14,.0f}")
     print(f"{f'durable commits/s, authorizer + {a.acls:,} ACLs, mean':58} {statistics.mean(s2):14,.0f} "
           f"{'>=0.9x':>8} {acl_ratio:6.2f}")
+    print(f"{'consume MB/s PLAINTEXT (Fetch v12, 1 MiB answers), mean':58} {statistics.mean(c1):14,.1f}")
+    print(f"{'consume MB/s SASL_SSL (TLS), mean':58} {statistics.mean(c2):14,.1f} {'>=0.5x':>8} {tls_ratio:6.2f}")
     print(f"\n({CONNS} connections x {DEPTH} pipelined one-partition commits, {a.seconds:g} s rounds, "
           f"{a.rounds} compared rounds each)\ncommand: .venv/bin/python -m tests.bench.bench_security "
-          f"--seconds {a.seconds:g} --rounds {a.rounds} --acls {a.acls}")
+          f"--seconds {a.seconds:g} --rounds {a.rounds} --acls {a.acls} --consume-mb {a.consume_mb}")
     return 0
 
 
