@@ -4,7 +4,8 @@ Rules:
 - Values are Kafka's wire codes (``org.apache.kafka.common.resource.ResourceType``, ``PatternType``,
   ``org.apache.kafka.common.acl.AclOperation``, ``AclPermissionType``, and the ``ScramMechanism`` of
   ``org.apache.kafka.clients.admin``); never renumber them.
-- ``UNKNOWN`` (0) is what a code we do not know maps to; Kafka rejects it in a binding or filter.
+- ``UNKNOWN`` (0) is what a code we do not know maps to (``ResourceType(99)`` is ``UNKNOWN``, as Kafka's
+  ``fromCode``); Kafka rejects it in a binding or filter.
 - ``ANY`` (and ``PatternType.MATCH``) are valid only in a filter (DescribeAcls, DeleteAcls); CreateAcls
   rejects them (Kafka: INVALID_REQUEST). ``MATCH`` matches a literal name, the ``*`` wildcard and every
   prefixed pattern that is a prefix of the name.
@@ -23,7 +24,15 @@ from __future__ import annotations
 from enum import IntEnum
 
 
-class ResourceType(IntEnum):
+class _Coded(IntEnum):
+    """Kafka's ``fromCode``: a code we do not know is UNKNOWN (0)."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> _Coded | None:
+        return cls(0) if isinstance(value, int) else None
+
+
+class ResourceType(_Coded):
     UNKNOWN = 0
     ANY = 1
     TOPIC = 2
@@ -34,7 +43,7 @@ class ResourceType(IntEnum):
     USER = 7
 
 
-class PatternType(IntEnum):
+class PatternType(_Coded):
     UNKNOWN = 0
     ANY = 1
     MATCH = 2
@@ -42,7 +51,7 @@ class PatternType(IntEnum):
     PREFIXED = 4
 
 
-class AclOperation(IntEnum):
+class AclOperation(_Coded):
     UNKNOWN = 0
     ANY = 1
     ALL = 2
@@ -60,14 +69,14 @@ class AclOperation(IntEnum):
     DESCRIBE_TOKENS = 14
 
 
-class AclPermissionType(IntEnum):
+class AclPermissionType(_Coded):
     UNKNOWN = 0
     ANY = 1
     DENY = 2
     ALLOW = 3
 
 
-class ScramMechanismCode(IntEnum):
+class ScramMechanismCode(_Coded):
     UNKNOWN = 0
     SCRAM_SHA_256 = 1
     SCRAM_SHA_512 = 2

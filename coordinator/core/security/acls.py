@@ -63,62 +63,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 
+from protocol.acl_types import AclOperation, AclPermissionType, PatternType, ResourceType
 from protocol.errors import ErrorCode
 
-
-class _Coded(IntEnum):
-    """Kafka's ``fromCode``: a code we do not know is UNKNOWN (0)."""
-
-    @classmethod
-    def _missing_(cls, value: object) -> _Coded | None:
-        return cls(0) if isinstance(value, int) else None
-
-
-# Same names and codes as protocol/acl_types.py (Kafka's wire codes); kept here until the two are reconciled.
-class ResourceType(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-
-class PatternType(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class AclOperation(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-
-class AclPermissionType(_Coded):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
+# Kafka's wire codes, shared with the protocol layer (unknown codes are UNKNOWN, as Kafka's fromCode)
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD_RESOURCE = "*"
 WILDCARD_PRINCIPAL = "User:*"
@@ -652,7 +600,7 @@ def _pascal(name: str) -> str:
     return "".join(part[:1].upper() + part[1:].lower() for part in name.split("_"))
 
 
-def _by_name(enum: type[_Coded], text: str) -> _Coded:
+def _by_name(enum: type[IntEnum], text: str) -> IntEnum:
     """SecurityUtils.valueFromMap: the PascalCase name, or any case without underscores; else UNKNOWN."""
     folded = text.upper()
     for member in enum:
