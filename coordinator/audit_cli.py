@@ -54,12 +54,11 @@ def run(args: argparse.Namespace) -> int:
         for e in events:
             print(json.dumps(e, separators=(",", ":")))
         return 0
+    from client.admin_cli import table
+
     headers = ("TIME", "PRINCIPAL", "HOST", "CLIENT", "API", "OPERATION", "RESOURCE", "OUTCOME")
     rows = [(datetime.fromtimestamp(e.get("time", 0) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3],
              str(e.get("principal")), str(e.get("host")), str(e.get("client_id")), str(e.get("api")),
              str(e.get("operation")), str(e.get("resource")), str(e.get("outcome"))) for e in events]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
-    for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    table(headers, rows)
     return 0

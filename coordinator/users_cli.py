@@ -171,9 +171,7 @@ def _online(args: argparse.Namespace, mechanisms: list[str], password: str) -> i
 
 
 def _print(users: dict[str, dict[str, int]]) -> None:
-    rows = [(u, m, str(i)) for u, mechs in sorted(users.items()) for m, i in sorted(mechs.items())]
-    headers = ("USER", "MECHANISM", "ITERATIONS")
-    widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(headers)]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
-    for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    from client.admin_cli import table
+
+    table(("USER", "MECHANISM", "ITERATIONS"),
+          [(u, m, i) for u, mechs in sorted(users.items()) for m, i in sorted(mechs.items())])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -468,10 +468,7 @@ class Broker:
             slot.complete(disabled_create(request.body))
             return
 
-        async def create() -> None:
-            slot.complete(await a.create(request.body))
-
-        self.nursery.start_soon(create)
+        self._answer_later(slot, request, lambda: a.create(request.body))
 
     def handle_delete_acls(self, request: Request, slot: Slot) -> None:
         a = self.authorization
@@ -479,10 +476,7 @@ class Broker:
             slot.complete(disabled_delete(request.body))
             return
 
-        async def delete() -> None:
-            slot.complete(await a.delete(request.body))
-
-        self.nursery.start_soon(delete)
+        self._answer_later(slot, request, lambda: a.delete(request.body))
 
     # ---------------------------------------------------------------- SASL after authentication, SCRAM users
     def handle_sasl_handshake(self, request: Request, slot: Slot) -> None:
@@ -503,11 +497,26 @@ class Broker:
         users = self.users
         assert users is not None
         body = request.body
+        self._answer_later(slot, request,
+                           lambda: users.alter(body.get("deletions") or [], body.get("upsertions") or []))
 
-        async def alter() -> None:
-            slot.complete(await users.alter(body.get("deletions") or [], body.get("upsertions") or []))
+    def _answer_later(self, slot: Slot, request: Request,
+                      answer: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        """Answer ``slot`` once ``answer()`` (a durable write) is done, in the server's nursery. A bug in it
+        ends that client's connection with one line, never the server (the nursery would die with it)."""
+        async def run() -> None:
+            try:
+                body = await answer()
+            except Exception as e:
+                self.metrics.protocol_error("handler_bug")
+                self.connection_log.error("handler for api %s v%s failed: %s: %s", request.api_key,
+                                          request.version, type(e).__name__, e)
+                slot.complete(None)
+                slot.conn.abort()
+                return
+            slot.complete(body)
 
-        self.nursery.start_soon(alter)
+        self.nursery.start_soon(run)
 
     def topic_metadata(self, name: str, count: int | None) -> dict[str, Any]:
         if count is None:

@@ -51,16 +51,24 @@ CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # DescribeConfigs r
 class Context:
     """What some rules need besides the decision, for the request's connection: topic names by id (Fetch
     v13+, DeleteTopics v6+), whether a topic exists (Metadata's auto-creation), the operations bitfield
-    (authorized_operations), and whether some resource of a type allows an operation (InitProducerId)."""
+    (authorized_operations), and whether some resource of a type allows an operation (InitProducerId).
+    One small object per checked request; nothing is computed until a rule asks."""
 
-    __slots__ = ("any_allowed", "exists", "operations", "topic_names_by_id")
+    __slots__ = ("authorizer", "exists", "host", "principal", "topic_names_by_id")
 
-    def __init__(self, topic_names_by_id: Callable[[], dict[Any, str]], exists: Callable[[str], bool],
-                 operations: Callable[[int, str], int], any_allowed: Callable[[int, int], bool]) -> None:
+    def __init__(self, authorizer: Any, principal: str, host: str,
+                 topic_names_by_id: Callable[[], dict[Any, str]], exists: Callable[[str], bool]) -> None:
+        self.authorizer = authorizer
+        self.principal = principal
+        self.host = host
         self.topic_names_by_id = topic_names_by_id
         self.exists = exists
-        self.operations = operations
-        self.any_allowed = any_allowed
+
+    def operations(self, resource_type: int, name: str) -> int:
+        return self.authorizer.authorized_operations(self.principal, self.host, resource_type, name)
+
+    def any_allowed(self, operation: int, resource_type: int) -> bool:
+        return self.authorizer.authorize_by_resource_type(self.principal, self.host, operation, resource_type)
 
 
 Rule = Callable[["Request", "Slot", Acl, Context], bool]
@@ -81,6 +89,16 @@ def _split(items: list[dict[str, Any]], key: str, allowed: Callable[[str], bool]
     for item in items:
         (kept if allowed(item[key]) else denied).append(item)
     return kept, denied
+
+
+def _answer_or_merge(slot: Slot, any_kept: bool, field: str, extra: list[dict[str, Any]]) -> bool:
+    """Nothing left for the handler: answer ``field`` = ``extra`` now (False); else pass the request on with
+    ``extra`` to be merged into the handler's ``field`` (True)."""
+    if not any_kept:
+        slot.complete({"throttle_time_ms": 0, field: extra})
+        return False
+    _merge_into(slot, field, extra)
+    return True
 
 
 def _merge_into(slot: Slot, field: str, extra: list[dict[str, Any]]) -> None:
@@ -377,11 +395,7 @@ def _delete_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool
     denied = [g for g in body["groups_names"] if g not in set(kept)]
     body["groups_names"] = kept
     extra = [{"group_id": g, "error_code": GROUP_DENIED} for g in denied]
-    if not kept:
-        slot.complete({"throttle_time_ms": 0, "results": extra})
-        return False
-    _merge_into(slot, "results", extra)
-    return True
+    return _answer_or_merge(slot, bool(kept), "results", extra)
 
 
 def _offset_delete(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
@@ -407,11 +421,7 @@ def _create_topics(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool
     extra = [{"name": t["name"], "error_code": TOPIC_DENIED, "error_message": "Authorization failed.",
               "topic_config_error_code": TOPIC_DENIED, "num_partitions": -1, "replication_factor": -1,
               "configs": None} for t in denied]
-    if not kept:
-        slot.complete({"throttle_time_ms": 0, "topics": extra})
-        return False
-    _merge_into(slot, "topics", extra)
-    return True
+    return _answer_or_merge(slot, bool(kept), "topics", extra)
 
 
 def _delete_topics(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
@@ -431,11 +441,7 @@ def _delete_topics(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool
         kept = kept_t  # type: ignore[assignment]
         denied = [t.get("name") for t in denied_t]  # type: ignore[misc]
     extra = [{"name": n, "topic_id": None, "error_code": TOPIC_DENIED, "error_message": None} for n in denied]
-    if not kept:
-        slot.complete({"throttle_time_ms": 0, "responses": extra})
-        return False
-    _merge_into(slot, "responses", extra)
-    return True
+    return _answer_or_merge(slot, bool(kept), "responses", extra)
 
 
 def _create_partitions(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
@@ -443,11 +449,7 @@ def _create_partitions(request: Request, slot: Slot, acl: Acl, ctx: Context) -> 
     kept, denied = _split(body["topics"], "name", lambda t: acl(Op.ALTER, Res.TOPIC, t))
     body["topics"] = kept
     extra = [{"name": t["name"], "error_code": TOPIC_DENIED, "error_message": None} for t in denied]
-    if not kept:
-        slot.complete({"throttle_time_ms": 0, "results": extra})
-        return False
-    _merge_into(slot, "results", extra)
-    return True
+    return _answer_or_merge(slot, bool(kept), "results", extra)
 
 
 def _configs(op: int, field: str) -> Rule:
@@ -469,11 +471,7 @@ def _configs(op: int, field: str) -> Rule:
         body["resources"] = [r for r, _ in kept]
         extra = [{"error_code": code, "error_message": None, "resource_type": r["resource_type"],
                   "resource_name": r["resource_name"], "configs": []} for r, code in denied]
-        if not kept:
-            slot.complete({"throttle_time_ms": 0, field: extra})
-            return False
-        _merge_into(slot, field, extra)
-        return True
+        return _answer_or_merge(slot, bool(kept), field, extra)
 
     return rule
 

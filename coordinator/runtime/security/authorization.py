@@ -98,9 +98,7 @@ class Authorization:
                 denied.append(key)
             return allowed
 
-        ctx = api_acls.Context(self.topic_names_by_id, self.exists,
-                               lambda rtype, name: authorizer.authorized_operations(principal, host, rtype, name),
-                               lambda op, rtype: authorizer.authorize_by_resource_type(principal, host, op, rtype))
+        ctx = api_acls.Context(authorizer, principal, host, self.topic_names_by_id, self.exists)
         passed = api_acls.admit(request, slot, acl, ctx)
         if denied:
             for rtype in {rtype for _, rtype, _ in denied}:
