@@ -176,6 +176,14 @@ KEYS: tuple[Key, ...] = (
     Key("sasl.enabled.mechanisms", str, "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms offered on SASL "
         "listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (checked against the SCRAM credentials)."),
     Key("sasl.server.max.receive.size", int, 524_288, "Largest frame before and during authentication.", 1024),
+    Key("sasl.mechanism.inter.broker.protocol", str, "", "Cluster mode: the SASL mechanism this node logs in "
+        "with to its peers' inter-broker listener; empty = that listener's first enabled mechanism."),
+    Key("sasl.jaas.config", str, "", "Cluster mode: this node's login to its peers on a SASL inter-broker "
+        "listener, Kafka's JAAS text (... required username=\"admin\" password=\"...\";); per listener and "
+        "mechanism as listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+    Key("ssl.endpoint.identification.algorithm", str, "https", "Cluster mode: 'https' checks a peer's "
+        "certificate names its advertised host; empty = no hostname check (the CA is still checked).",
+        choices=("https", "HTTPS", "")),
     Key("connection.failed.authentication.delay.ms", int, 100, "A failed authentication's connection is "
         "closed this long after its answer.", 0),
     Key("connections.max.reauth.ms", int, 0, "SASL session lifetime told to clients (KIP-368); a connection "
@@ -196,9 +204,10 @@ PER_LISTENER = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
     "ssl.truststore.location", "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
     "ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "sasl.server.max.receive.size",
-    "connections.max.reauth.ms",
+    "connections.max.reauth.ms", "sasl.jaas.config", "ssl.endpoint.identification.algorithm",
 })
 BY_NAME = {k.name: k for k in KEYS}
+SASL_MECHANISM_NAMES = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class Config:
@@ -238,6 +247,9 @@ def _key(name: str) -> Key | None:
         listener, _, base = name[len("listener.name."):].partition(".")
         if listener and base in PER_LISTENER:
             return BY_NAME[base]
+        mechanism, _, rest = base.partition(".")  # listener.name.<l>.<mechanism>.sasl.jaas.config (Kafka's)
+        if listener and rest == "sasl.jaas.config" and mechanism.upper() in SASL_MECHANISM_NAMES:
+            return BY_NAME[rest]
     return key
 
 

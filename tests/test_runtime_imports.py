@@ -165,11 +165,13 @@ def _interface_pairs() -> list[tuple[type, type]]:
     from coordinator.runtime.cluster_topics import ClusterTopics
     from coordinator.runtime.connection import Connection
     from coordinator.runtime.replication import Replication
+    from coordinator.runtime.security.peer_login import PeerLogin
     from coordinator.runtime.topics import TopicService
 
     return [(dispatch.RequestHandler, Broker), (dispatch.ClientConnection, Connection), (poller.Polled, Connection),
             (services.ServerContext, Broker), (services.HostedTopics, TopicService),
-            (services.ReplicatedTopics, ClusterTopics), (services.FollowerReplication, Replication)]
+            (services.ReplicatedTopics, ClusterTopics), (services.FollowerReplication, Replication),
+            (services.PeerConnector, PeerLogin)]
 
 
 @pytest.mark.parametrize("protocol, given", _interface_pairs(), ids=lambda c: c.__name__)

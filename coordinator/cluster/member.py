@@ -61,7 +61,7 @@ from coordinator.storage_errors import StartupError
 
 from .assignment import assign_replicas
 from .controller import FIRST_REBALANCE_DELAY_S, Controller
-from .state import NO_LEADER, BrokerInfo, ClusterView, change_sequence, expired_changes
+from .state import NO_LEADER, BrokerInfo, ClusterView, broker_info, change_sequence, expired_changes
 from .zk import Snapshot, TopicConfig, ZkError, ZkStore
 
 log = logging.getLogger("groupcoord.cluster")
@@ -237,8 +237,9 @@ class ClusterMember:
         return None if leader == NO_LEADER else self.view.brokers.get(leader)
 
     # ---------------------------------------------------------------- the loop
-    async def run(self, host: str, port: int) -> None:
-        self.me = BrokerInfo(self.node_id, host, port, self.rack)
+    async def run(self, endpoints: list[tuple[str, str, int]], protocols: dict[str, str]) -> None:
+        """``endpoints``: every advertised listener (name, host, port); ``protocols``: their security protocols."""
+        self.me = broker_info(self.node_id, self.rack, endpoints, protocols)
         await self._register_at_start()
         streak = 0  # turns in a row that asked to read again at once (bounded: then wait for a wake)
         while True:
@@ -267,8 +268,9 @@ class ClusterMember:
         while True:
             try:
                 await self.zk.register_broker(self.me)
-                log.info("registered as broker %s (%s:%s, rack %s)", self.node_id, self.me.host, self.me.port,
-                         self.rack)
+                log.info("registered as broker %s (%s, rack %s)", self.node_id, ", ".join(
+                    f"{n}://{h}:{p}" for n, h, p in self.me.endpoints) or f"{self.me.host}:{self.me.port}",
+                    self.rack)
                 return
             except NodeExistsError:
                 if trio.current_time() >= deadline:

@@ -80,10 +80,25 @@ def state_path(topic: str, partition: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live node. ``endpoints`` are its advertised listeners (name, host, port) and ``protocols`` each
+    listener's security protocol; a node with one PLAINTEXT listener leaves both empty and ``host``:``port``
+    is that listener. ``host``/``port`` are otherwise the znode's fields: the PLAINTEXT endpoint, if any."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    protocols: tuple[tuple[str, str], ...] = ()
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this node; None when the node has no such listener."""
+        if not self.endpoints:
+            return (self.host, self.port) if listener in ("PLAINTEXT", "") else None
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +159,15 @@ def _ints(v: Any, what: str) -> tuple[int, ...]:
 
 
 def encode_broker(b: BrokerInfo, timestamp_ms: int) -> bytes:
-    """Kafka's BrokerIdZNode v5 (plaintext listener only)."""
+    """Kafka's BrokerIdZNode v5: every advertised listener in ``endpoints`` with its security protocol;
+    ``host``/``port`` are the PLAINTEXT endpoint's (null and -1 without one), as Kafka writes them."""
+    endpoints = b.endpoints or (("PLAINTEXT", b.host, b.port),)
+    protocols = dict(b.protocols) if b.endpoints else {"PLAINTEXT": "PLAINTEXT"}
+    plain = next(((h, p) for n, h, p in endpoints if protocols.get(n) == "PLAINTEXT"), (None, -1))
     obj: dict[str, Any] = {
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "endpoints": [f"PLAINTEXT://{b.host}:{b.port}"], "jmx_port": -1, "features": {},
-        "host": b.host, "port": b.port, "timestamp": str(timestamp_ms), "version": 5,
+        "listener_security_protocol_map": protocols,
+        "endpoints": [f"{n}://{f'[{h}]' if ':' in h else h}:{p}" for n, h, p in endpoints], "jmx_port": -1,
+        "features": {}, "host": plain[0], "port": plain[1], "timestamp": str(timestamp_ms), "version": 5,
     }
     if b.rack is not None:
         obj["rack"] = b.rack
@@ -159,10 +178,40 @@ def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
     what = f"broker {node_id} registration"
     obj = _load(data, what)
     host = obj.get("host")
-    if not isinstance(host, str):
+    if host is not None and not isinstance(host, str):
         raise ValueError(f"{what}: 'host' is not a string")
+    port = _int(obj, "port", what)
     rack = obj.get("rack")
-    return BrokerInfo(node_id, host, _int(obj, "port", what), rack if isinstance(rack, str) else None)
+    rack = rack if isinstance(rack, str) else None
+    raw_map = obj.get("listener_security_protocol_map") or {"PLAINTEXT": "PLAINTEXT"}
+    raw_endpoints = obj.get("endpoints")
+    if raw_endpoints is None:  # an old registration: host and port are its one (PLAINTEXT) listener
+        if host is None:
+            raise ValueError(f"{what}: neither 'endpoints' nor 'host'")
+        return BrokerInfo(node_id, host, port, rack)
+    if not isinstance(raw_map, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in raw_map.items()):
+        raise ValueError(f"{what}: 'listener_security_protocol_map' is not an object of strings")
+    if not isinstance(raw_endpoints, list) or not all(isinstance(e, str) for e in raw_endpoints):
+        raise ValueError(f"{what}: 'endpoints' is not a list of strings")
+    endpoints: list[tuple[str, str, int]] = []
+    for entry in raw_endpoints:
+        name, sep, address = entry.partition("://")
+        h, _, p = address.rpartition(":")
+        if not sep or not p.isdigit() or name.upper() not in raw_map:
+            raise ValueError(f"{what}: endpoint {entry!r} is not NAME://host:port of a mapped listener")
+        endpoints.append((name.upper(), h.strip("[]"), int(p)))
+    return broker_info(node_id, rack, endpoints, {k.upper(): v.upper() for k, v in raw_map.items()})
+
+
+def broker_info(node_id: int, rack: str | None, endpoints: list[tuple[str, str, int]],
+                protocols: dict[str, str]) -> BrokerInfo:
+    """A node with these listeners; one PLAINTEXT listener gives the plain form (no ``endpoints``)."""
+    plain = next(((h, p) for n, h, p in endpoints if protocols.get(n) == "PLAINTEXT"), ("", -1))
+    if len(endpoints) == 1 and endpoints[0][0] == "PLAINTEXT" and protocols.get("PLAINTEXT") == "PLAINTEXT":
+        return BrokerInfo(node_id, plain[0], plain[1], rack)
+    return BrokerInfo(node_id, plain[0], plain[1], rack, tuple(endpoints),
+                      tuple((n, protocols[n]) for n, _, _ in endpoints if n in protocols))
 
 
 def encode_controller(node_id: int, timestamp_ms: int) -> bytes:

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from coordinator.runtime.connection import Connection
     from coordinator.runtime.dispatch import ClientConnection, Slot
     from coordinator.runtime.replication import Replication
+    from coordinator.runtime.security.peer_login import PeerLogin
     from coordinator.storage.log import PartitionLog
 
 log = logging.getLogger("groupcoord.broker")
@@ -92,6 +93,7 @@ class Broker:
         self.listener_security: dict[str, ListenerSecurity] = {}  # TLS and SASL listeners (start)
         self.tls: TlsContexts | None = None
         self.users: UserStore | None = None
+        self.peer_login: PeerLogin | None = None  # cluster mode: this node as a client of its peers
         self.handlers: dict[int, Handler] = {
             18: self.handle_api_versions,
             3: self.handle_metadata,
@@ -163,6 +165,11 @@ class Broker:
         try:
             self.users = UserStore(security_store)
             self._open_listener_security()
+            if self.cluster is not None:  # how this node logs in to its peers' inter-broker listener
+                from coordinator.runtime.security.peer_login import PeerLogin
+
+                self.peer_login = PeerLogin(self.config, next(s for s in self.listener_specs
+                                                              if s.name == self.inter_broker_listener))
             if self.config["authorizer.class.name"]:
                 self.authorization = Authorization(self.config, security_store, self.metrics,
                                                    self._topic_names_by_id, self._topic_exists)
@@ -260,7 +267,7 @@ class Broker:
                 self.config["min.insync.replicas"]
 
         self.replication = Replication(self.config, self.cluster, open_log, ts._wake_fetchers, min_isr_of,
-                                       on_lead=ts.forget_producer_states, commit=self.commit)
+                                       on_lead=ts.forget_producer_states, commit=self.commit, peer=self.peer_login)
         cluster_topics.replication = self.replication
         groups.use_replication(self.replication, self.config["offsets.commit.timeout.ms"] / 1000)
         self.handlers[23] = self.replication.handle_offset_for_leader_epoch
@@ -290,7 +297,8 @@ class Broker:
                 if self.replication is not None:
                     background.start_soon(self.replication.run)
                 background.start_soon(self.groups.leadership_loop)
-                background.start_soon(self.cluster.run, self.advertised_host, self.advertised_port)
+                background.start_soon(self.cluster.run, [(s.name, *self.endpoints[s.name]) for s in self.listener_specs],
+                                      {s.name: s.protocol for s in self.listener_specs})
             background.start_soon(self.groups.timer_loop)
             background.start_soon(self.topic_service.retention_loop,
                                 self.config["log.retention.check.interval.ms"] / 1000)
@@ -590,14 +598,15 @@ class Broker:
             if OFFSETS_TOPIC in names and allow:
                 self.cluster.request_offsets_topic()
         entries = []
+        listener, v = slot.conn.listener, request.version
         for n in sorted(set(names), key=names.index):
             if n == OFFSETS_TOPIC:
-                entries.append(topic_entry(view, n, topic_id, True))
+                entries.append(topic_entry(view, n, topic_id, True, listener, v))
             elif ct is not None:
-                entries.append(ct.metadata_entry(view, n, allow))
+                entries.append(ct.metadata_entry(view, n, allow, listener, v))
         slot.complete({
             "throttle_time_ms": 0,
-            "brokers": broker_entries(view),
+            "brokers": broker_entries(view, listener),
             "cluster_id": self.config["cluster.id"],
             "controller_id": view.controller_id,
             "topics": entries,

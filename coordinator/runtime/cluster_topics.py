@@ -254,10 +254,12 @@ class ClusterTopics:
             self.ts.commit.when_durable(plog, last, durable)
 
     # ---------------------------------------------------------------- Metadata
-    def metadata_entry(self, view: ClusterView, name: str, allow_auto_create: bool) -> dict[str, Any]:
-        """A user topic's Metadata entry, auto-creating it (queued) when asked and allowed."""
+    def metadata_entry(self, view: ClusterView, name: str, allow_auto_create: bool, listener: str = "PLAINTEXT",
+                       version: int = 12) -> dict[str, Any]:
+        """A user topic's Metadata entry for a client of ``listener``, auto-creating it (queued) when asked
+        and allowed."""
         if name in view.assignments:
-            return topic_entry(view, name, topic_id, False)
+            return topic_entry(view, name, topic_id, False, listener, version)
         unknown = {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
         if (not allow_auto_create or not self.config["auto.create.topics.enable"] or not valid_topic_name(name)
                 or name.startswith("__")):

@@ -86,7 +86,7 @@ _keys = itertools.count(1)  # connection keys: unique for the process's life (ne
 
 class Connection:
     def __init__(self, stream: trio.abc.Stream, handler: RequestHandler, peer: str,
-                 security: ListenerSecurity | None = None) -> None:
+                 security: ListenerSecurity | None = None, listener: str = "PLAINTEXT") -> None:
         self.stream = stream
         self.handler = handler
         self.peer = peer
@@ -94,7 +94,7 @@ class Connection:
         self.client_id: str | None = None
         self.slots: deque[Slot] = deque()
         self.security = security
-        self.listener = security.name if security is not None else "PLAINTEXT"
+        self.listener = security.name if security is not None else listener  # its name, whatever its protocol
         self.principal = ANONYMOUS
         self._ssl_context = security.ssl_context() if security is not None else None
         self.gate: SaslGate | None = security.new_gate() if security is not None else None

@@ -363,11 +363,13 @@ class GroupService:
 
         def answer(key: str) -> dict[str, Any]:
             leader = cluster.leader_of(OFFSETS_TOPIC, self.core.shard_for(key))
-            if leader is None:
-                cluster.request_offsets_topic()
+            at = leader.endpoint(slot.conn.listener) if leader is not None else None
+            if leader is None or at is None:  # no leader, or none this client's listener reaches (Kafka's)
+                if leader is None:
+                    cluster.request_offsets_topic()
                 return {"node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                         "error_message": "The coordinator is not available."}
-            return {"node_id": leader.node_id, "host": leader.host, "port": leader.port, "error_code": 0,
+            return {"node_id": leader.node_id, "host": at[0], "port": at[1], "error_code": 0,
                     "error_message": None if v >= 4 else "NONE"}
 
         if v >= 4:

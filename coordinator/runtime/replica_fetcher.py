@@ -1,6 +1,10 @@
 """A follower's fetcher for one leader node (Kafka's ``ReplicaFetcherThread`` per source broker).
 
 Rules:
+- The connection goes to the leader's endpoint on the inter-broker listener, with that listener's TLS and
+  SASL (``security/peer_login.py``), logged in before the first request. A refused login is one WARNING line
+  naming the node, the listener, the user and the peer's message (then at most one per 5 s), retried each
+  second; a leader that advertises no such listener is reported the same way.
 - One task per leader node, one connection, one request in flight: Fetch v12 with ``replica_id`` = this
   node's id, ``max_wait_ms`` ``FETCH_WAIT_MS``, at most ``FETCH_MAX_BYTES`` per response and
   ``PARTITION_MAX_BYTES`` per partition (bounded buffers). A response larger than the request allows is a
@@ -50,6 +54,7 @@ import trio
 
 from coordinator.cluster.state import BrokerInfo, TopicPartition
 from coordinator.runtime.rate_limited_log import RateLimitedLog
+from coordinator.runtime.security.peer_login import PeerAuthenticationError
 from coordinator.storage.errors import StorageError
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
@@ -95,7 +100,7 @@ SETTLING_S = 10.0
 
 
 class _Connection:
-    def __init__(self, stream: trio.SocketStream, client_id: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, client_id: str) -> None:
         self.stream = stream
         self.client_id = client_id
         self.correlation = 0
@@ -169,19 +174,31 @@ class ReplicaFetcher:
                     self._changed = trio.Event()
                     await self._changed.wait()
                     continue
+                peer = self.replication.peer
+                at = self.leader.endpoint(peer.listener)
                 try:
+                    if at is None:
+                        raise PeerAuthenticationError(f"it advertises no {peer.listener} listener (the "
+                                                      f"inter-broker listener)")
                     with trio.fail_after(CONNECT_TIMEOUT_S):
-                        stream = await trio.open_tcp_stream(self.leader.host, self.leader.port)
+                        stream = await peer.open(*at)
                     async with stream:
                         conn = _Connection(stream, f"replica-{self.node_id}")
+                        with trio.fail_after(CONNECT_TIMEOUT_S + ANSWER_SLACK_S):
+                            await peer.login(lambda k, v, b, conn=conn: conn.call(k, v, b, ANSWER_SLACK_S))
                         while not self.stopped and self.partitions:
                             await self._truncate(conn)
                             if await self._fetch(conn):
                                 backoff = BACKOFF_S
+                except PeerAuthenticationError as e:  # one clear line (then one per 5 s), retried
+                    self._problems.warning("cannot log in to node %s (%s) %s: %s; retrying", self.leader.node_id,
+                                           f"{at[0]}:{at[1]}" if at else "?", peer.who, e)
+                    await trio.sleep(MAX_BACKOFF_S)
                 except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                         ProtocolError) as e:
-                    self._problems.warning("fetching from node %s (%s:%s) failed: %r", self.leader.node_id,
-                                           self.leader.host, self.leader.port, e)
+                    cause = e.__cause__ if isinstance(e, trio.BrokenResourceError) and e.__cause__ else e
+                    self._problems.warning("fetching from node %s (%s) %s failed: %r", self.leader.node_id,
+                                           f"{at[0]}:{at[1]}" if at else "?", peer.who, cause)
                     await trio.sleep(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
 

@@ -57,6 +57,7 @@ from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState, T
 from coordinator.cluster.zk import ZkError
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.runtime.replica_fetcher import ReplicaFetcher
+from coordinator.runtime.security.peer_login import DEFAULT_LISTENER, PeerLogin
 from coordinator.storage.errors import StorageError
 from coordinator.storage.leader_epochs import UNDEFINED
 from protocol.errors import ErrorCode
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
     from coordinator.runtime.dispatch import Slot
     from coordinator.runtime.group_commit import GroupCommit
+    from coordinator.runtime.services import PeerConnector
     from coordinator.storage.log import PartitionLog
     from protocol.codec import Request
 
@@ -112,8 +114,10 @@ class Replication:
     def __init__(self, config: Any, member: ClusterMember, open_log: OpenLog,
                  wake_consumers: Callable[[], None], min_isr_of: Callable[[str], int] | None = None,
                  on_lead: Callable[[PartitionLog], None] = lambda _plog: None,
-                 commit: GroupCommit | None = None) -> None:
+                 commit: GroupCommit | None = None, peer: PeerConnector | None = None) -> None:
         self.node_id: int = config["node.id"]
+        # how followers reach leaders: the inter-broker listener with its TLS and SASL (PLAINTEXT by default)
+        self.peer: PeerConnector = peer if peer is not None else PeerLogin({}, DEFAULT_LISTENER)
         self.min_isr: int = config["min.insync.replicas"]
         # a topic's min.insync.replicas (its override, else the server's)
         self.min_isr_of: Callable[[str], int] = min_isr_of or (lambda _topic: self.min_isr)
@@ -251,8 +255,7 @@ class Replication:
     def _set_fetchers(self, brokers: dict[int, BrokerInfo], wanted: dict[int, dict[TopicPartition, int]]) -> None:
         for node, fetcher in list(self.fetchers.items()):
             info = brokers.get(node)
-            if node not in wanted or info is None or (info.host, info.port) != (fetcher.leader.host,
-                                                                                fetcher.leader.port):
+            if node not in wanted or info is None or info != fetcher.leader:
                 fetcher.stop()
                 del self.fetchers[node]
         for node, parts in wanted.items():

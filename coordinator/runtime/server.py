@@ -50,7 +50,7 @@ class Bound:
 
 
 async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: trio.Nursery,
-                       security: ListenerSecurity | None) -> None:
+                       security: ListenerSecurity | None, name: str) -> None:
     while True:
         try:
             stream = await listener.accept()
@@ -68,7 +68,7 @@ async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: t
         if not broker.limits.admit(host, len(broker.connections)):
             await stream.aclose()
             continue
-        conn = Connection(stream, broker, peer, security)
+        conn = Connection(stream, broker, peer, security, name)
         broker.connection_opened(conn)
         nursery.start_soon(conn.run)
 
@@ -78,7 +78,7 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
     broker = Broker(config, metrics)
     await broker.start()
     listeners: list[trio.SocketListener] = []
-    bound: list[tuple[trio.SocketListener, ListenerSecurity | None]] = []
+    bound: list[tuple[trio.SocketListener, ListenerSecurity | None, str]] = []
     ports: dict[str, int] = {}
     try:
         for spec in broker.listener_specs:
@@ -88,7 +88,7 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
                 raise StartupError(f"cannot listen on {spec.host}:{spec.port} (listener {spec.name}): {e}") from None
             listeners.extend(opened)
             sec = broker.listener_security.get(spec.name)
-            bound.extend((one, sec) for one in opened)
+            bound.extend((one, sec, spec.name) for one in opened)
             ports[spec.name] = opened[0].socket.getsockname()[1]
     except StartupError:
         with trio.CancelScope(shield=True):
@@ -120,8 +120,8 @@ async def serve(config: Config, *, task_status: trio.TaskStatus[Bound] = trio.TA
             async def accept_all() -> None:
                 with accept_scope:
                     async with trio.open_nursery() as accept_nursery:
-                        for listener, sec in bound:
-                            accept_nursery.start_soon(_accept_loop, listener, broker, conn_nursery, sec)
+                        for listener, sec, name in bound:
+                            accept_nursery.start_soon(_accept_loop, listener, broker, conn_nursery, sec, name)
 
             conn_nursery.start_soon(accept_all)
             task_status.started(Bound(port, metrics_port, broker.shutdown_requested.set, ports,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     import trio
 
@@ -78,8 +78,20 @@ class ReplicatedTopics(Protocol):
                             ) -> tuple[int, str | None]: ...
 
 
+class PeerConnector(Protocol):
+    """How this node reaches a peer's inter-broker listener (security/peer_login.py)."""
+
+    listener: str  # the inter-broker listener's name: the peer's endpoint on it is used
+    who: str  # how this node logs in, for log lines
+
+    async def open(self, host: str, port: int) -> trio.abc.Stream: ...
+
+    async def login(self, call: Callable[[int, int, dict[str, Any]], Awaitable[dict[str, Any]]]) -> None: ...
+
+
 class FollowerReplication(Protocol):
     node_id: int
+    peer: PeerConnector  # the inter-broker listener, with its TLS and SASL
     logs: dict[TopicPartition, PartitionLog]  # led or followed partitions' logs
     follower_hw: dict[TopicPartition, int]  # high watermark a leader told this follower
     commit: GroupCommit | None  # the node's group commit (a follower's small appends go through its journal)

@@ -13,7 +13,7 @@ def test_partitions_without_a_live_leader_answer_leader_not_available() -> None:
                                                                                 2: (2, 3, 1)}},
         {("t", 0): PartitionState(1, 4, (1, 2), 3), ("t", 1): PartitionState(3, 2, (3,), 2),
          ("t", 2): PartitionState(NO_LEADER, 5, (3,), 3)})
-    assert broker_entries(view) == [{"node_id": 1, "host": "h1", "port": 91, "rack": None},
+    assert broker_entries(view, "PLAINTEXT") == [{"node_id": 1, "host": "h1", "port": 91, "rack": None},
                                     {"node_id": 2, "host": "h2", "port": 92, "rack": "r2"}]
     entry = topic_entry(view, "t", lambda name: f"id-{name}", False)
     assert entry["error_code"] == 0 and entry["topic_id"] == "id-t"

@@ -10,6 +10,7 @@ from coordinator.cluster.state import (
     BrokerInfo,
     ClusterView,
     PartitionState,
+    broker_info,
     decode_assignment,
     decode_broker,
     decode_controller,
@@ -39,6 +40,36 @@ def test_kafka_field_names() -> None:
     broker = json.loads(encode_broker(BrokerInfo(1, "h", 9), 0))
     assert broker["endpoints"] == ["PLAINTEXT://h:9"] and broker["version"] == 5
     assert json.loads(encode_assignment({0: (1,)}))["partitions"] == {"0": [1]}
+
+
+def test_every_listener_is_registered_as_kafka_writes_it() -> None:
+    """BrokerIdZNode v5 with several listeners: all of them in ``endpoints`` with their protocols; ``host`` and
+    ``port`` are the PLAINTEXT endpoint's (null and -1 without one); the decoder finds each per listener name."""
+    b = broker_info(2, None, [("INTERNAL", "10.0.0.2", 9094), ("SASL_SSL", "node2", 9093)],
+                    {"INTERNAL": "SSL", "SASL_SSL": "SASL_SSL"})
+    obj = json.loads(encode_broker(b, 0))
+    assert obj["endpoints"] == ["INTERNAL://10.0.0.2:9094", "SASL_SSL://node2:9093"]
+    assert obj["listener_security_protocol_map"] == {"INTERNAL": "SSL", "SASL_SSL": "SASL_SSL"}
+    assert obj["host"] is None and obj["port"] == -1
+    back = decode_broker(2, encode_broker(b, 0))
+    assert back == b and back.endpoint("INTERNAL") == ("10.0.0.2", 9094) and back.endpoint("PLAINTEXT") is None
+    mixed = broker_info(1, "r", [("PLAINTEXT", "h", 9092), ("SASL_SSL", "h", 9093)],
+                        {"PLAINTEXT": "PLAINTEXT", "SASL_SSL": "SASL_SSL"})
+    obj = json.loads(encode_broker(mixed, 0))
+    assert (obj["host"], obj["port"]) == ("h", 9092)
+    assert decode_broker(1, encode_broker(mixed, 0)).endpoint("SASL_SSL") == ("h", 9093)
+    # one PLAINTEXT listener is the plain form, as before; an IPv6 host is bracketed in the endpoint
+    assert broker_info(3, None, [("PLAINTEXT", "h", 1)], {"PLAINTEXT": "PLAINTEXT"}) == BrokerInfo(3, "h", 1)
+    v6 = broker_info(4, None, [("SSL", "::1", 9093)], {"SSL": "SSL"})
+    assert json.loads(encode_broker(v6, 0))["endpoints"] == ["SSL://[::1]:9093"]
+    assert decode_broker(4, encode_broker(v6, 0)).endpoint("SSL") == ("::1", 9093)
+    # Kafka's own registration of a SASL_SSL-only broker decodes
+    kafka = (b'{"listener_security_protocol_map":{"CLIENT":"SASL_SSL","BROKER":"SSL"},"endpoints":["CLIENT://k1:9092",'
+             b'"BROKER://k1:9091"],"jmx_port":-1,"features":{},"host":null,"timestamp":"1","port":-1,"version":5}')
+    k = decode_broker(7, kafka)
+    assert k.endpoint("CLIENT") == ("k1", 9092) and k.endpoint("BROKER") == ("k1", 9091)
+    with pytest.raises(ValueError, match="mapped listener"):
+        decode_broker(7, b'{"listener_security_protocol_map":{},"endpoints":["X://h:1"],"host":null,"port":-1}')
 
 
 @pytest.mark.parametrize("data", [b"", b"{", b"[]", b'{"leader": "1", "leader_epoch": 0, "isr": [], '
