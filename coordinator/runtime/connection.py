@@ -34,9 +34,11 @@ Rules:
 - A slot whose request needs no response (Produce with acks=0) completes with ``None`` and writes nothing.
 - When the connection ends, pending slots are dropped and the request handler is told (``connection_closed``).
 - Security (``security``: the listener's ``ListenerSecurity``; None = PLAINTEXT as before, byte for byte):
-  a TLS listener wraps the stream in ``trio.SSLStream`` and handshakes first (a failed handshake is one log
-  line and a close); such a connection is read and written through the stream API, never the poller's raw
-  descriptor nor the fsync child's hand-off (both would bypass TLS). A SASL listener's frames go through the
+  a TLS listener's connection handshakes first (``security/tls_session.py``: the crypto in a worker thread;
+  a failed handshake is one log line and a close), then takes the same poller path as PLAINTEXT, its reads
+  decrypted and its writes sealed into records on the way (a partial write's rest is kept sealed,
+  ``_Sealed``); never the fsync child's hand-off (it cannot speak TLS). A stream without a socket (tests)
+  uses ``trio.SSLStream`` and the stream API. A SASL listener's frames go through the
   connection's ``SaslGate`` (core/security/sasl_gate.py) while it guards (until authenticated, and with a
   session lifetime for good): ``_admit`` serves, answers, closes, or runs a mechanism's job in a worker
   thread; a failed authentication's answer goes out, then the connection closes after
@@ -57,6 +59,7 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -72,6 +75,7 @@ if TYPE_CHECKING:
     from coordinator.core.security.sasl_gate import Decision, SaslGate
     from coordinator.runtime.dispatch import RequestHandler
     from coordinator.runtime.security.listener_security import ListenerSecurity
+    from coordinator.runtime.security.tls_session import TlsSession
 
 log = logging.getLogger("groupcoord.connection")
 
@@ -82,6 +86,13 @@ DONE, FULL, TURN = 0, 1, 2  # what stopped a turn: the frames read ran out, a bu
 ANONYMOUS = "User:ANONYMOUS"
 SASL_HANDSHAKE = 17
 _keys = itertools.count(1)  # connection keys: unique for the process's life (never reused like fds)
+
+
+class _Sealed(bytes):
+    """TLS records ready for the socket (a partial write's rest, or what a read owes the peer): never sealed
+    again."""
+
+    __slots__ = ()
 
 
 class Connection:
@@ -116,11 +127,19 @@ class Connection:
         self._wake = trio.Event()
         self._room = trio.Event()
         self.closed = False
-        sock = getattr(stream, "socket", None) if self._ssl_context is None else None  # TLS: the stream API
+        sock = getattr(stream, "socket", None)
         self._fd: int | None = sock.fileno() if sock is not None else None  # trio's socket owns and closes it
+        # TLS on a socket: records through the same fast path (tls_session.py); on other streams, trio.SSLStream
+        self._tls: TlsSession | None = None
+        if self._ssl_context is not None and self._fd is not None:
+            from coordinator.runtime.security.tls_session import TlsSession
+
+            self._tls = TlsSession(self._ssl_context)
+        elif self._ssl_context is not None:
+            self._fd = None
         self.key = next(_keys)
         self.handed = 0  # slots at the head of the order handed to the fsync child
-        self.hand_off_ok = self._fd is not None
+        self.hand_off_ok = self._fd is not None and self._ssl_context is None  # the child cannot speak TLS
         self._scope: trio.CancelScope | None = None
         self._ended: BaseException | bool | None = None  # why reading ended: True (EOF, protocol error) or an error
         self._paused = trio.Event()  # set when the poller stopped reading (the cap) or reading ended
@@ -167,7 +186,7 @@ class Connection:
             if self.slots:  # more answers pending: the writer's turn comes later and sends them together
                 self._wake.set()
                 return
-            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+            data = self._wire(self._out)
             try:
                 sent = os.write(fd, data)
             except OSError:  # EAGAIN, or a dead peer: the writer's own send meets it and ends the connection
@@ -175,7 +194,7 @@ class Connection:
             if sent == len(data):
                 self._out = []
                 return
-            self._out = [data[sent:]]
+            self._out = [self._rest(data, sent)]
         self._wake.set()
 
     async def run(self) -> None:
@@ -214,11 +233,16 @@ class Connection:
         """Wrap the stream in TLS and handshake (bounded by the idle reaper); set the certificate's principal.
         False: the connection is to end (the reason logged once)."""
         assert self.security is not None and self._ssl_context is not None
-        stream = trio.SSLStream(self.stream, self._ssl_context, server_side=True)
-        self.stream = stream
         try:
-            await stream.do_handshake()
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as e:
+            if self._tls is not None:
+                await self._tls.handshake(self.stream)  # type: ignore[arg-type]
+                der = self._tls.peer_certificate()
+            else:
+                stream = trio.SSLStream(self.stream, self._ssl_context, server_side=True)
+                self.stream = stream
+                await stream.do_handshake()
+                der = stream.getpeercert(binary_form=True)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ssl.SSLError) as e:
             cause = e.__cause__ or e
             self.handler.connection_log.warning("TLS handshake with %s on listener %s failed: %s", self.peer,
                                                self.listener, cause)
@@ -226,7 +250,6 @@ class Connection:
         if self.gate is None:  # SSL: the client certificate's subject (Java's RFC 2253 form), mapped
             from coordinator.core.security.principal_mapping import rfc2253_subject
 
-            der = stream.getpeercert(binary_form=True)
             try:
                 subject = rfc2253_subject(der) if der else None
             except ValueError as e:
@@ -311,6 +334,15 @@ class Connection:
         paused the reading."""
         poller = Poller.current()
         poller.add(self)
+        if self._tls is not None:  # requests that came with the handshake's last bytes: served first
+            data, closed, owed = self._tls.decrypt(b"")
+            if owed:
+                self._owe(owed)
+            if data:
+                self.reader.feed(data)
+                poller.defer(self)
+            if closed:
+                self._end(True)
         try:
             while True:
                 await self._paused.wait()
@@ -352,6 +384,22 @@ class Connection:
         if not data:
             self._end(True)
             return
+        if self._tls is not None:
+            try:
+                data, closed, owed = self._tls.decrypt(data)
+            except ssl.SSLError as e:
+                self.handler.connection_log.warning("closing connection %s on listener %s: TLS: %s", self.peer,
+                                                   self.listener, e)
+                self._end(True)
+                return
+            if owed:  # records this side owes (a KeyUpdate answer): before anything encrypted after them
+                self._owe(owed)
+            if closed:
+                self._end(True)
+            if not data:
+                if owed and self._ended is None:
+                    self._send_now()
+                return
         self.reader.feed(data)
         self.on_turn()
 
@@ -392,8 +440,7 @@ class Connection:
         if self._sending:
             self._wake.set()
             return
-        out = self._out
-        data = b"".join(out) if len(out) > 1 else out[0]
+        data = self._wire(self._out)
         try:
             sent = os.write(self._fd, data)  # type: ignore[arg-type]
         except BlockingIOError:
@@ -405,8 +452,41 @@ class Connection:
         if sent == len(data):
             self._out = []
             return
-        self._out = [data[sent:]]
+        self._out = [self._rest(data, sent)]
         self._wake.set()
+
+    def _wire(self, out: list[bytes]) -> bytes:
+        """The bytes for the socket of the output list: as they are, or (TLS) sealed into records; a partial
+        write's rest (``_Sealed``) is sealed already and goes out as it is, ahead of what follows it."""
+        tls = self._tls
+        if tls is None:
+            return b"".join(out) if len(out) > 1 else out[0]
+        parts: list[bytes] = []
+        plain: list[bytes] = []
+        for item in out:
+            if isinstance(item, _Sealed):
+                if plain:
+                    parts.append(tls.encrypt(b"".join(plain)))
+                    plain = []
+                parts.append(item)
+            else:
+                plain.append(item)
+        if plain:
+            parts.append(tls.encrypt(b"".join(plain) if len(plain) > 1 else plain[0]))
+        return b"".join(parts) if len(parts) > 1 else parts[0]
+
+    def _rest(self, data: bytes, sent: int) -> bytes:
+        """What a partial write left of ``data`` (wire bytes), to send first next time."""
+        return data[sent:] if self._tls is None else _Sealed(data[sent:])
+
+    def _owe(self, records: bytes) -> None:
+        """TLS records made by a read: after the sealed head of the output list, before any plaintext (which
+        is sealed later, so after them)."""
+        out = self._out
+        i = 0
+        while i < len(out) and isinstance(out[i], _Sealed):
+            i += 1
+        out.insert(i, _Sealed(records))
 
     # ---------------------------------------------------------------- reading: in-memory streams (tests)
     async def _read_loop(self) -> None:
@@ -599,7 +679,7 @@ class Connection:
             out, self._out = self._out, []
             self._sending = True
             try:
-                await self._send(b"".join(out) if len(out) > 1 else out[0])
+                await self._send(self._wire(out))
             finally:
                 self._sending = False
                 sent, self._sent = self._sent, None

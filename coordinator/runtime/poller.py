@@ -13,7 +13,8 @@ Rules:
   parks again, which lets the other tasks run.
 - Fair serving: one turn serves at most ``TURN_REQUESTS`` frames of a connection. A connection whose turn
   left whole frames in its reader is ``defer``red: it leaves the epoll (nothing more is read from it) and
-  joins the backlog; each round of the poller gives every backlogged connection one more turn
+  joins the backlog (deferred by another task, it wakes the poller's idle wait); each round of the poller
+  gives every backlogged connection one more turn
   (``on_turn``), after a checkpoint that lets every other task and ready socket run first. So a client
   that pipelines thousands of requests slows itself, not its neighbours.
 - ``on_readable`` never awaits: it reads, serves the frames and sends what is ready; whatever must wait
@@ -63,6 +64,7 @@ class Poller:
         self._epoll = select.epoll()
         self._conns: dict[int, Polled] = {}
         self._backlog: deque[Polled] = deque()
+        self._idle: trio.CancelScope | None = None  # the wait for readable sockets, while the backlog is empty
 
     @staticmethod
     def current() -> Poller:
@@ -89,6 +91,8 @@ class Poller:
         if not conn.deferred:
             conn.deferred = True
             self._backlog.append(conn)
+            if self._idle is not None:  # deferred from another task (a TLS handshake's last bytes): wake up
+                self._idle.cancel()
 
     def remove(self, conn: Polled) -> None:
         fd = conn.fd
@@ -109,7 +113,9 @@ class Poller:
                 if backlog:
                     await trio.lowlevel.checkpoint()  # the others' turn first
                 else:
-                    await trio.lowlevel.wait_readable(epoll.fileno())
+                    with trio.CancelScope() as self._idle:
+                        await trio.lowlevel.wait_readable(epoll.fileno())
+                    self._idle = None
                 for fd, _ in epoll.poll(0, MAX_EVENTS):
                     conn = conns.get(fd)
                     if conn is None:
