@@ -56,12 +56,29 @@ run: compile
 
 # The docker-compose topology as local processes on 127.0.0.1 (deploy/local_cluster.py; README "Cluster"):
 # ZooKeeper, three nodes and Prometheus, data and logs under ./cluster-data (CLUSTER_* env vars override).
-.PHONY: cluster cluster-stop
+# `make cluster SECURE=1`: the same, secured (SASL_SSL, TLS between nodes, SCRAM users, ACLs for User:app;
+# README "Secured cluster"); it makes the certificates (`make certs`) when they are missing or expiring.
+.PHONY: cluster cluster-stop certs compose-secrets
+SECURE  ?=
 cluster: compile $(APT_STAMP)
-	$(BIN)/python deploy/local_cluster.py start
+	$(BIN)/python deploy/local_cluster.py start$(if $(filter 1 yes true,$(SECURE)), --secure)
 
 cluster-stop: | $(BIN)/python
 	$(BIN)/python deploy/local_cluster.py stop
+
+# A CA and node1..3 certificates (deploy/certs.py; kept while valid, never committed).
+CERTS_DIR ?= $(or $(CLUSTER_DIR),cluster-data)/certs
+certs: $(STAMP)
+	$(BIN)/python deploy/certs.py $(CERTS_DIR)
+
+# For `docker compose -f deploy/docker-compose.yml -f deploy/docker-compose.secure.yml up`: certificates in
+# deploy/certs/ and random passwords in deploy/secrets/{admin,app}.password (made once; both gitignored).
+compose-secrets: $(STAMP)
+	$(BIN)/python deploy/certs.py deploy/certs
+	@umask 077 && mkdir -p deploy/secrets && for user in admin app; do \
+	  [ -s deploy/secrets/$$user.password ] || \
+	    $(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(24))' > deploy/secrets/$$user.password; \
+	done && echo "passwords in deploy/secrets/admin.password, deploy/secrets/app.password"
 
 # PySpark (~456 MB) for spark_bridge and its tests (marked `spark`), which `make test` runs with the rest.
 SPARK_STAMP := $(VENV)/.spark-installed

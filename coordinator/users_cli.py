@@ -11,6 +11,11 @@ Rules:
 - ``add NAME --password P`` (or ``--password-file F``, its first line) sets a credential for each
   ``--mechanism`` (default SCRAM-SHA-256 and SCRAM-SHA-512) with ``--iterations`` (default 8192;
   4096..16384); ``delete NAME`` removes them; ``list`` prints USER, MECHANISM, ITERATIONS.
+- ``--zookeeper HOST:PORT[/chroot]``: a cluster's ZooKeeper, in Kafka's layout (``/config/users/<user>``
+  and a ``/config/changes`` notification; ``coordinator.cluster.security_zk``), as ``kafka-configs
+  --zookeeper ... --entity-type users``: how a cluster's first admin is made before its nodes start. Running
+  nodes apply the change within seconds. ZooKeeper not answering within ``ZK_TIMEOUT_S`` is one line, exit 1.
+  At most one of ``--bootstrap-server``, ``--data-dir`` and ``--zookeeper``.
 - Errors are one line on stderr: exit 1 for a refusal (with Kafka's error name), 2 for bad usage.
 """
 
@@ -31,6 +36,8 @@ from coordinator.core.security.scram import (
 
 DESCRIBE, ALTER = 50, 51
 DEFAULT_ITERATIONS = 8192
+ZK_TIMEOUT_S = 10.0  # connecting to ZooKeeper, and each request
+ZK_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms
 
 
 def add_parsers(sub: Any) -> None:
@@ -43,6 +50,8 @@ def add_parsers(sub: Any) -> None:
         where = p.add_mutually_exclusive_group()
         where.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
         where.add_argument("--data-dir", help="change a stopped server's data dir directly")
+        where.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
+                           help="change a cluster's users in its ZooKeeper directly (zookeeper.connect)")
         return add_command_config_argument(p)
 
     p = common(usub.add_parser("add", help="add or change a user's SCRAM credentials"))
@@ -83,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.data_dir:
             return _offline(args, mechanisms, password if args.action == "add" else "")
+        if args.zookeeper:
+            return _zookeeper(args, mechanisms, password if args.action == "add" else "")
         return _online(args, mechanisms, password if args.action == "add" else "")
     except SecurityConfigError as e:
         print(f"groupcoord users: {e}", file=sys.stderr)
@@ -128,6 +139,68 @@ def _offline(args: argparse.Namespace, mechanisms: list[str], password: str) -> 
         logs.close()
 
 
+class _NotFound(Exception):
+    pass
+
+
+def _zookeeper(args: argparse.Namespace, mechanisms: list[str], password: str) -> int:
+    import logging
+
+    import trio
+
+    from coordinator.cluster.security_zk import ZkSecurity
+    from coordinator.cluster.zk import ZkError, ZkStore
+
+    logging.getLogger("kazoo").addHandler(logging.NullHandler())  # its connection retries are not ours to print
+    credentials = {m: ScramCredential.from_password(m, password, iterations=args.iterations).encode()
+                   for m in mechanisms} if args.action == "add" else {}
+
+    def drop(current: dict[str, str]) -> dict[str, str]:
+        if not any(m in current for m in mechanisms):
+            raise _NotFound
+        return {m: c for m, c in current.items() if m not in mechanisms}
+
+    async def main() -> int:
+        try:
+            zk = ZkStore(args.zookeeper, ZK_SESSION_TIMEOUT_MS, ZK_TIMEOUT_S)
+        except ValueError as e:
+            print(f"groupcoord users: --zookeeper: {e}", file=sys.stderr)
+            return 2
+        try:
+            await zk.connect(ZK_TIMEOUT_S, lambda _state: None)
+            store = ZkSecurity(zk)
+            await store.ensure_paths()
+            if args.action == "list":
+                _print({user: {m: _iterations(c) for m, c in scram.items()}
+                        for user, scram in (await store.read_users()).items()})
+            elif args.action == "add":
+                await store.update_user(args.name, lambda current: current | credentials)
+            else:
+                await store.update_user(args.name, drop)
+            return 0
+        except _NotFound:
+            print(f"groupcoord users: RESOURCE_NOT_FOUND: no SCRAM credential for {args.name}", file=sys.stderr)
+            return 1
+        except ZkError as e:
+            print(f"groupcoord users: ZooKeeper {args.zookeeper}: {e}", file=sys.stderr)
+            return 1
+        except ValueError as e:
+            print(f"groupcoord users: {e}", file=sys.stderr)
+            return 2
+        finally:
+            with trio.CancelScope(shield=True):
+                await zk.close()
+
+    return trio.run(main)
+
+
+def _iterations(credential: str) -> int | str:
+    try:
+        return ScramCredential.parse(credential).iterations
+    except ValueError:
+        return "invalid"
+
+
 def _online(args: argparse.Namespace, mechanisms: list[str], password: str) -> int:
     from client.cluster import Cluster
     from client.security import security_from_args
@@ -170,7 +243,7 @@ def _online(args: argparse.Namespace, mechanisms: list[str], password: str) -> i
         cluster.close()
 
 
-def _print(users: dict[str, dict[str, int]]) -> None:
+def _print(users: dict[str, dict[str, int | str]]) -> None:
     from client.admin_cli import table
 
     table(("USER", "MECHANISM", "ITERATIONS"),

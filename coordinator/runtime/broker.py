@@ -59,6 +59,7 @@ from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
+    from coordinator.cluster.security_zk import SecuritySync
     from coordinator.runtime.cluster_topics import ClusterTopics
     from coordinator.runtime.connection import Connection
     from coordinator.runtime.dispatch import ClientConnection, Slot
@@ -94,6 +95,7 @@ class Broker:
         self.tls: TlsContexts | None = None
         self.users: UserStore | None = None
         self.peer_login: PeerLogin | None = None  # cluster mode: this node as a client of its peers
+        self.security_sync: SecuritySync | None = None  # cluster mode: users and ACLs follow ZooKeeper
         self.handlers: dict[int, Handler] = {
             18: self.handle_api_versions,
             3: self.handle_metadata,
@@ -176,6 +178,8 @@ class Broker:
                 self.authorization.audit = self.audit
         except ValueError as e:
             raise StartupError(str(e)) from None
+        if self.cluster is not None:
+            await self._follow_zookeeper_security()
         self.commit = GroupCommit(self.config["log.flush.linger.ms"], self.metrics, self.journal,
                                   self.config["log.journal.checkpoint.bytes"], self._fsync_child(),
                                   # cluster mode: a commit is answered once replicated, never by the fsync child
@@ -200,6 +204,27 @@ class Broker:
         cs = ConfigService(self, ts)
         self.handlers.update({32: cs.handle_describe_configs, 33: cs.handle_alter_configs,
                               44: cs.handle_incremental_alter_configs})
+
+    async def _follow_zookeeper_security(self) -> None:
+        """Cluster mode: the users and ACLs are ZooKeeper's, read before serving and kept up to date."""
+        from coordinator.cluster.security_zk import SecuritySync, ZkSecurity
+        from coordinator.cluster.zk import ZkError
+
+        assert self.cluster is not None and self.users is not None
+        zk = ZkSecurity(self.cluster.zk)
+        authz = self.authorization
+        local = self.users.follow_zookeeper(zk) + (authz.follow_zookeeper(zk) if authz is not None else 0)
+        if local:
+            log.warning("cluster mode: the %d users and ACLs in %s are not used; the cluster's are in ZooKeeper "
+                        "(create users with groupcoord users add --zookeeper)", local, self.config["data.dir"])
+        self.security_sync = SecuritySync(self.cluster.zk, self.users.apply,
+                                          authz.apply if authz is not None else lambda _p, _e: None)
+        try:
+            await zk.ensure_paths()
+            await self.security_sync.load()
+        except ZkError as e:
+            raise StartupError(f"cannot read the users and ACLs from ZooKeeper ({self.cluster.connect_string}): "
+                               f"{e}") from None
 
     def _open_listener_security(self) -> None:
         """A ``ListenerSecurity`` for every TLS or SASL listener (ValueError: a startup error)."""
@@ -297,6 +322,8 @@ class Broker:
                 if self.replication is not None:
                     background.start_soon(self.replication.run)
                 background.start_soon(self.groups.leadership_loop)
+                if self.security_sync is not None:
+                    background.start_soon(self.security_sync.run)
                 background.start_soon(self.cluster.run, [(s.name, *self.endpoints[s.name]) for s in self.listener_specs],
                                       {s.name: s.protocol for s in self.listener_specs})
             background.start_soon(self.groups.timer_loop)

@@ -7,6 +7,7 @@ has none); a node whose inter-broker password is wrong says so in one clear line
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 import uuid
@@ -19,8 +20,8 @@ from cluster_nodes import logs as node_logs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
 
-from security_support import USERS, Pki, add_users, make_pki, write_config  # noqa: E402
-from server_process import ServerProcess  # noqa: E402
+from security_support import USERS, Pki, make_pki, write_config  # noqa: E402
+from server_process import REPO, ServerProcess  # noqa: E402
 
 from client import AdminClient, Consumer, NewTopic, Producer  # noqa: E402
 from client.connection import BrokerConnection  # noqa: E402
@@ -45,10 +46,17 @@ def node_config(root: Path, pki: Pki, zk_connect: str, node_id: int, password: s
     return write_config(root / f"node{node_id}.toml", pki, values, listeners)
 
 
+def zk_users(zk_connect: str, users: dict[str, str]) -> None:
+    """``groupcoord users add NAME --password P --zookeeper ...``: the cluster's users, before its nodes start."""
+    for name, password in users.items():
+        r = subprocess.run([sys.executable, "-m", "coordinator.cli", "users", "add", name, "--password", password,
+                            "--iterations", "4096", "--zookeeper", zk_connect], cwd=REPO, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
 def start(root: Path, pki: Pki, zk_connect: str, node_id: int, **kw: Any) -> ServerProcess:
-    data = root / f"node{node_id}"
-    add_users(data, {"admin": USERS["admin"], "alice": USERS["alice"]})
-    return ServerProcess(data, "--config", str(node_config(root, pki, zk_connect, node_id, **kw)),
+    return ServerProcess(root / f"node{node_id}", "--config", str(node_config(root, pki, zk_connect, node_id, **kw)),
                          listeners=True).start()
 
 
@@ -80,7 +88,8 @@ def failed_logins(node: ServerProcess) -> float:
 
 
 @pytest.fixture
-def pki(tmp_path: Path) -> Pki:
+def pki(tmp_path: Path, zk_connect: str) -> Pki:
+    zk_users(zk_connect, {"admin": USERS["admin"], "alice": USERS["alice"]})
     return make_pki(tmp_path / "pki")
 
 
@@ -234,5 +243,114 @@ def test_a_node_that_cannot_log_in_to_its_peers_says_so_and_retries(tmp_path: Pa
         assert 1 <= len(lines) <= 2  # rate-limited: not one per retry
         assert failed_logins(nodes[1]) >= before + 2  # it keeps retrying (about once a second)
         assert "not-the-password" not in nodes[2].log() and "not-the-password" not in nodes[1].log()
+    finally:
+        stop_nodes(nodes)
+
+
+def describe_acls(node: ServerProcess, principal: str) -> list[tuple[str, str, int]]:
+    """(resource name, pattern type, operation) of ``principal``'s ACLs, asked of ``node`` (PLAINTEXT)."""
+    conn = BrokerConnection("127.0.0.1", node.port, request_timeout_ms=5000, connect_timeout_ms=5000).connect()
+    try:
+        resp = conn.send(29, lambda v: {"resource_type_filter": 1, "resource_name_filter": None,
+                                        "pattern_type_filter": 1, "principal_filter": principal,
+                                        "host_filter": None, "operation": 1, "permission_type": 1})[1]
+    finally:
+        conn.close()
+    assert resp["error_code"] == 0, resp
+    return sorted((r["resource_name"], r["pattern_type"], a["operation"]) for r in resp["resources"]
+                  for a in r["acls"])
+
+
+def logs_in(node: ServerProcess, pki: Pki, user: str, password: str) -> bool:
+    sec = SecurityConfig("SASL_SSL", "SCRAM-SHA-512", user, password, ssl_cafile=str(pki.ca))
+    try:
+        conn = BrokerConnection("127.0.0.1", node.ports["SASL_SSL"], security=sec, request_timeout_ms=5000,
+                                connect_timeout_ms=5000).connect()
+    except Exception:  # noqa: BLE001 - a refused login is the answer
+        return False
+    conn.close()
+    return True
+
+
+def test_users_and_acls_are_the_clusters_applied_everywhere_within_2_s_and_kept(tmp_path: Path, zk_connect: str,
+                                                                                 pki: Pki) -> None:
+    """Users made with confluent-kafka's admin client on node 1 log in on nodes 2 and 3, and a CreateAcls on
+    node 1 is seen by (DescribeAcls) and enforced on (Metadata) nodes 2 and 3, each within 2 s; a DeleteAcls
+    likewise; after every node restarts, ZooKeeper gives them back."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+    from confluent_kafka.admin import AdminClient as CkAdmin
+
+    nodes: dict[int, ServerProcess] = {}
+    topic = f"carols-{uuid.uuid4().hex[:6]}"
+    try:
+        for i in (1, 2, 3):
+            nodes[i] = start(tmp_path, pki, zk_connect, i)
+        for n in nodes.values():
+            wait_for("three brokers", lambda n=n: len(metadata(n)["brokers"]) == 3, describe=lambda: node_logs(nodes))
+        assert logs_in(nodes[3], pki, "alice", USERS["alice"])  # made in ZooKeeper before the start
+        with AdminClient(sasl_ssl(nodes[1]), security=admin_security(pki)) as admin:
+            assert [r.error_code for r in admin.create_topics([NewTopic(topic, 1, 3)])] == [0]
+        ck = CkAdmin({"bootstrap.servers": f"127.0.0.1:{nodes[1].port}"})  # the loopback PLAINTEXT listener
+        upsert = UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                              b"carol-secret", b"carol-salt")
+        t0 = time.monotonic()
+        for fut in ck.alter_user_scram_credentials([upsert]).values():
+            assert fut.result(10) is None
+        for i in (2, 3):
+            wait_for(f"carol on node {i}", lambda i=i: logs_in(nodes[i], pki, "carol", "carol-secret"), timeout=5)
+        assert time.monotonic() - t0 < 2.0 + 1.0  # 2 s to apply, plus this test's own login round trips
+        assert not logs_in(nodes[2], pki, "carol", "wrong")
+
+        def carol_sees(node: ServerProcess) -> bool:
+            conn = BrokerConnection("127.0.0.1", node.ports["SASL_SSL"], security=SecurityConfig(
+                "SASL_SSL", "SCRAM-SHA-512", "carol", "carol-secret", ssl_cafile=str(pki.ca)),
+                request_timeout_ms=5000).connect()
+            try:
+                md = conn.send(3, lambda v: {"topics": [{"name": topic}], "allow_auto_topic_creation": False})[1]
+            finally:
+                conn.close()
+            return md["topics"][0]["error_code"] == 0  # else 29: TOPIC_AUTHORIZATION_FAILED
+        assert not carol_sees(nodes[3])
+        grant = AclBinding(ResourceType.TOPIC, "carols-", ResourcePatternType.PREFIXED, "User:carol", "*",
+                           AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        t0 = time.monotonic()
+        for fut in ck.create_acls([grant]).values():
+            assert fut.result(10) is None
+        applied = {}
+        while len(applied) < 2 and time.monotonic() - t0 < 5:
+            for i in (2, 3):
+                if i not in applied and describe_acls(nodes[i], "User:carol") == [("carols-", 4, 8)]:
+                    applied[i] = time.monotonic() - t0
+            time.sleep(0.02)
+        assert set(applied) == {2, 3} and max(applied.values()) <= 2.0, applied
+        assert carol_sees(nodes[2]) and carol_sees(nodes[3])
+
+        for i in (1, 2, 3):
+            nodes.pop(i).stop()
+        for i in (1, 2, 3):
+            nodes[i] = start(tmp_path, pki, zk_connect, i)
+        for n in nodes.values():
+            wait_for("three brokers again", lambda n=n: len(metadata(n)["brokers"]) == 3, timeout=20)
+        assert describe_acls(nodes[2], "User:carol") == [("carols-", 4, 8)]
+        assert logs_in(nodes[3], pki, "carol", "carol-secret")
+
+        ck = CkAdmin({"bootstrap.servers": f"127.0.0.1:{nodes[3].port}"})
+        t0 = time.monotonic()
+        gone = AclBindingFilter(ResourceType.TOPIC, "carols-", ResourcePatternType.PREFIXED, "User:carol", "*",
+                                AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        for fut in ck.delete_acls([gone]).values():
+            assert len(fut.result(10)) == 1
+        wait_for("the deletion on node 1", lambda: describe_acls(nodes[1], "User:carol") == [], timeout=2)
+        assert wait_for("carol refused on node 1", lambda: not carol_sees(nodes[1]) or None, timeout=2)
     finally:
         stop_nodes(nodes)

@@ -1,4 +1,5 @@
-"""`make cluster` / `make cluster-stop`: the compose topology as local processes, end to end.
+"""`make cluster` / `make cluster-stop` (and `make cluster SECURE=1`): the compose topology as local processes,
+end to end.
 
 On free 127.0.0.1 ports and a temp CLUSTER_DIR: the three nodes form a cluster, a kafka-python group consumes
 through it, Prometheus reports ``up == 1`` for the three targets within 20 s, every Grafana panel's PromQL
@@ -9,6 +10,11 @@ Rules: every wait is bounded; the only wall-clock assertion is the 20 s Promethe
 ended by `make cluster-stop` (recorded PIDs), and, if that fails, by those PIDs here.
 The topic is created and filled through one node (topics are cluster-wide); the offsets partitions are
 replicated on the three nodes, so killing a node moves the group to a live coordinator that has its data.
+
+Secured: the same start, with SASL_SSL listeners only (nodes replicate over TLS logged in as admin), users in
+ZooKeeper and ACLs for User:app; a kafka-python group logged in as app consumes what app produced to app-orders
+and commits, app is refused a topic outside app-*, a plaintext connection gets no Metadata answer, Prometheus
+scrapes the three nodes, and `groupcoord cluster describe` with admin.properties shows three nodes.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import json
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -43,8 +51,33 @@ GROUPCOORD = str(Path(sys.executable).with_name("groupcoord"))
 TOPIC, GROUP, RECORDS = "deploy-walk", "deploy-group", 20
 
 
-def make(target: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["make", "-s", target], cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+def make(target: str, env: dict[str, str], *variables: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["make", "-s", target, *variables], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=180)
+
+
+def cluster_env(tmp_path: Path) -> tuple[dict[str, str], dict[str, int], Path]:
+    """The environment of `make cluster` on free ports and a temp CLUSTER_DIR; the ports; that dir."""
+    ports = {name: free_port() for name in ("zk", "n1", "n2", "n3", "m1", "m2", "m3", "prom")}
+    cluster_dir = tmp_path / "cluster-data"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPCOORD_")}
+    env.update(CLUSTER_DIR=str(cluster_dir), CLUSTER_ZK_PORT=str(ports["zk"]),
+               CLUSTER_NODE_PORTS=f"{ports['n1']},{ports['n2']},{ports['n3']}",
+               CLUSTER_METRICS_PORTS=f"{ports['m1']},{ports['m2']},{ports['m3']}",
+               CLUSTER_PROMETHEUS_PORT=str(ports["prom"]), CLUSTER_SCRAPE_INTERVAL="1s")
+    return env, ports, cluster_dir
+
+
+def stop_cluster(env: dict[str, str], recorded: dict[str, dict[str, Any]]) -> tuple[
+        subprocess.CompletedProcess[str], list[str]]:
+    """`make cluster-stop`, then what is left of the recorded processes (ended here by PID, if any)."""
+    stopped = make("cluster-stop", env)
+    leftovers = [f"{name} {e['pid']}" for name, e in recorded.items()
+                 if is_ours(int(e["pid"]), str(e["marker"])) or group_members(int(e["pid"]))]
+    for e in recorded.values():  # only if cluster-stop failed: end what we started, by PID
+        if is_ours(int(e["pid"]), str(e["marker"])):
+            os.killpg(int(e["pid"]), signal.SIGKILL)
+    return stopped, leftovers
 
 
 def cli(*args: str) -> str:
@@ -86,13 +119,7 @@ def consume_with_kafka_python(bootstrap: str) -> list[bytes]:
 
 
 def test_make_cluster_end_to_end(tmp_path: Path) -> None:
-    ports = {name: free_port() for name in ("zk", "n1", "n2", "n3", "m1", "m2", "m3", "prom")}
-    cluster_dir = tmp_path / "cluster-data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GROUPCOORD_")}
-    env.update(CLUSTER_DIR=str(cluster_dir), CLUSTER_ZK_PORT=str(ports["zk"]),
-               CLUSTER_NODE_PORTS=f"{ports['n1']},{ports['n2']},{ports['n3']}",
-               CLUSTER_METRICS_PORTS=f"{ports['m1']},{ports['m2']},{ports['m3']}",
-               CLUSTER_PROMETHEUS_PORT=str(ports["prom"]), CLUSTER_SCRAPE_INTERVAL="1s")
+    env, ports, cluster_dir = cluster_env(tmp_path)
     nodes = [f"127.0.0.1:{ports[n]}" for n in ("n1", "n2", "n3")]
     recorded: dict[str, dict[str, Any]] = {}
     try:
@@ -161,12 +188,122 @@ def test_make_cluster_end_to_end(tmp_path: Path) -> None:
         recorded = json.loads((cluster_dir / "cluster.pids").read_text())
         wait_for("node 3 back", lambda: "NODES 3" in cli("cluster", "describe", "-b", nodes[0]), timeout=20)
     finally:
-        stopped = make("cluster-stop", env)
-        leftovers = [f"{name} {e['pid']}" for name, e in recorded.items()
-                     if is_ours(int(e["pid"]), str(e["marker"])) or group_members(int(e["pid"]))]
-        for e in recorded.values():  # only if cluster-stop failed: end what we started, by PID
-            if is_ours(int(e["pid"]), str(e["marker"])):
-                os.killpg(int(e["pid"]), signal.SIGKILL)
+        stopped, leftovers = stop_cluster(env, recorded)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert not leftovers, f"make cluster-stop left {leftovers}"
+    assert not (cluster_dir / "cluster.pids").exists()
+
+
+APP_TOPIC, APP_GROUP, OTHER_TOPIC = "app-orders", "app-billing", "orders"
+
+
+def plaintext_metadata_answer(port: int) -> bytes | None:
+    """Metadata v0 for every topic, sent in the clear to a TLS listener: the answer frame, or None when the
+    node closes, or sends anything but a frame with our correlation id (a TLS alert), within 5 s."""
+    body = struct.pack(">hhih", 3, 0, 0x4D44, 5) + b"plain" + struct.pack(">i", 0)  # v0: [] = every topic
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        data = b""
+        try:
+            while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    if len(data) >= 8 and struct.unpack(">i", data[4:8])[0] == 0x4D44:
+        return data
+    return None
+
+
+def kafka_python_security(user: str, password: str, ca: Path) -> dict[str, Any]:
+    return {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_username": user,
+            "sasl_plain_password": password, "ssl_cafile": str(ca)}
+
+
+def test_make_cluster_secured_end_to_end(tmp_path: Path) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import TopicAuthorizationFailedError
+
+    env, ports, cluster_dir = cluster_env(tmp_path)
+    nodes = [f"127.0.0.1:{ports[n]}" for n in ("n1", "n2", "n3")]
+    admin, app = ["--command-config", str(cluster_dir / "admin.properties")], [
+        "--command-config", str(cluster_dir / "app.properties")]
+    recorded: dict[str, dict[str, Any]] = {}
+    try:
+        started = make("cluster", env, "SECURE=1")
+        started_at = time.monotonic()
+        if (cluster_dir / "cluster.pids").exists():
+            recorded = json.loads((cluster_dir / "cluster.pids").read_text())
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert set(recorded) == {"zookeeper", "node1", "node2", "node3", "prometheus"}
+        assert f"bootstrap servers: {','.join(nodes)}" in started.stdout and "make cluster-stop" in started.stdout
+        assert str(cluster_dir / "admin.properties") in started.stdout
+        assert str(cluster_dir / "app.properties") in started.stdout
+        passwords = json.loads((cluster_dir / "secrets.json").read_text())
+        ca = cluster_dir / "certs" / "ca.pem"
+
+        # the three nodes form a cluster, seen through a SASL_SSL connection as admin
+        describe = wait_for("a 3-node cluster", lambda: (lambda out: out if "NODES 3" in out else None)(
+            cli("cluster", "describe", *admin, "-b", nodes[0])), timeout=20)
+        assert "CONTROLLER" in describe
+
+        # Prometheus scrapes every node (plain-HTTP /metrics, as in the plain mode)
+        up = wait_for("up == 1 for three targets",
+                      lambda: (lambda r: r if len(r) == 3 else None)(prom_query(ports["prom"],
+                                                                                 'up{job="groupcoord"} == 1')),
+                      timeout=max(0.1, 20 - (time.monotonic() - started_at)), interval=0.5)
+        assert {s["metric"]["node"] for s in up} == {"node1", "node2", "node3"}
+
+        # no Metadata in the clear
+        for port in (ports["n1"], ports["n2"], ports["n3"]):
+            assert plaintext_metadata_answer(port) is None
+
+        # app creates and fills a topic in its prefix, and a kafka-python group logged in as app reads it
+        cli("topics", "create", *app, "-b", nodes[0], APP_TOPIC)
+        r = subprocess.run([GROUPCOORD, "produce", *app, "-b", nodes[0], APP_TOPIC], capture_output=True,
+                           text=True, timeout=60, input="".join(f"order-{i}\n" for i in range(RECORDS)))
+        assert r.returncode == 0, r.stdout + r.stderr
+        security = kafka_python_security("app", passwords["app"], ca)
+        consumer = KafkaConsumer(APP_TOPIC, bootstrap_servers=nodes[0], group_id=APP_GROUP,
+                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                                 heartbeat_interval_ms=1000, consumer_timeout_ms=15000, **security)
+        got: list[bytes] = []
+        try:
+            for message in consumer:
+                got.append(message.value)
+                if len(got) == RECORDS:
+                    break
+            consumer.commit()
+        finally:
+            consumer.close()
+        assert got == [f"order-{i}".encode() for i in range(RECORDS)]
+        group = cli("groups", "describe", *app, "-b", nodes[1], APP_GROUP)
+        assert f"GROUP {APP_GROUP}" in group and "COORDINATOR 127.0.0.1:" in group
+        # the offsets partitions the commit went to are replicated on the three nodes, over TLS as admin
+        wait_for("offsets partitions in sync on three nodes", lambda: "UNDER-REPLICATED 0" in cli(
+            "cluster", "describe", *admin, "-b", nodes[0]), timeout=20, interval=0.5)
+        rows = [ln.split() for ln in cli("cluster", "describe", *admin, "-b", nodes[0]).splitlines()
+                if ln[:1].isdigit()]
+        assert len(rows) == 3 and all(int(row[-1]) >= 50 for row in rows), rows  # REPLICAS: every offsets one
+
+        # a topic outside app-* (made by admin) is refused to app: its group (allowed) fetches the partition's
+        # committed offset and is told TOPIC_AUTHORIZATION_FAILED (kafka-python only logs a subscription's
+        # refused Metadata, and without a group waits for a leader Metadata never gives: hence an assignment)
+        cli("topics", "create", *admin, "-b", nodes[0], OTHER_TOPIC)
+        intruder = KafkaConsumer(bootstrap_servers=nodes[0], group_id=f"{APP_GROUP}-intruder",
+                                 auto_offset_reset="earliest", enable_auto_commit=False, **security)
+        try:
+            intruder.assign([TopicPartition(OTHER_TOPIC, 0)])
+            with pytest.raises(TopicAuthorizationFailedError):
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    intruder.poll(timeout_ms=500)
+        finally:
+            intruder.close()
+    finally:
+        stopped, leftovers = stop_cluster(env, recorded)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert not leftovers, f"make cluster-stop left {leftovers}"
     assert not (cluster_dir / "cluster.pids").exists()

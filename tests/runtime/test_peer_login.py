@@ -96,7 +96,7 @@ def test_the_scram_exchange_against_a_peer(password: str, ok: bool) -> None:
         if ok:
             await login.login(peer)
         else:
-            with pytest.raises(PeerAuthenticationError, match="[Aa]uthentication failed"):
+            with pytest.raises(PeerAuthenticationError, match=r"[Aa]uthentication failed"):
                 await login.login(peer)
 
     trio.run(main)

@@ -16,12 +16,17 @@ Rules:
     UNACCEPTABLE_CREDENTIAL ("Too few/many iterations"); deleting a credential that does not exist
     RESOURCE_NOT_FOUND. A user's changes are all-or-nothing; the changes of every valid user are written
     in one durable write.
-- Cluster mode keeps the same records in ZooKeeper (``/config/users/<user>``, Kafka's layout); not here yet.
+- Cluster mode (``follow_zookeeper``): the credentials are ZooKeeper's ``/config/users/<user>`` (Kafka's
+  layout, shared by every node, ``cluster/security_zk.py``), not the local log. A change is written there, per
+  user as a version-checked read-modify-write with Kafka's change notification, answered once ZooKeeper has
+  it (a user whose write fails gets KAFKA_STORAGE_ERROR with the reason; the others keep theirs), and applied
+  here at once; other nodes' changes arrive through ``apply``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -36,6 +41,10 @@ from coordinator.storage.errors import StorageError
 from coordinator.storage.keyed_store import KeyedStore
 from protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from coordinator.cluster.security_zk import ZkSecurity
+
+log = logging.getLogger("groupcoord.security")
 PREFIX = b"scram/"
 
 
@@ -59,6 +68,28 @@ class UserStore:
             if parsed is not None and parsed[0] in SCRAM_MECHANISMS:
                 self._creds[(parsed[1], parsed[0])] = ScramCredential.parse(value.decode())
         self.version = 0
+        self.zk: ZkSecurity | None = None  # cluster mode: ZooKeeper holds the users
+
+    def follow_zookeeper(self, zk: ZkSecurity) -> int:
+        """Cluster mode: forget the local log's users (ZooKeeper's arrive through ``apply``); how many there were."""
+        local = len(self._creds)
+        self._creds.clear()
+        self.zk = zk
+        self.version += 1
+        return local
+
+    def apply(self, user: str, creds: dict[str, str]) -> None:
+        """A user's credentials as ZooKeeper holds them now (mechanism -> Kafka's credential text; {}: none)."""
+        for key in [k for k in self._creds if k[0] == user]:
+            del self._creds[key]
+        for mech, text in creds.items():
+            if mech not in SCRAM_MECHANISMS:
+                continue
+            try:
+                self._creds[(user, mech)] = ScramCredential.parse(text)
+            except ValueError as e:
+                log.warning("user %s: the %s credential in ZooKeeper is not usable (%s); ignored", user, mech, e)
+        self.version += 1
 
     def lookup(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
         return self._creds.get((user, mechanism.name))
@@ -136,33 +167,55 @@ class UserStore:
             if problem is not None:
                 errors[name] = problem
                 per_user.pop(name, None)
-        changes = [(key_of(mech, user), None if cred is None else cred.encode().encode())
-                   for user, items in per_user.items() for mech, cred in items]
-        write_error: str | None = None
-        if changes:
-            try:
-                await trio.to_thread.run_sync(self.store.write, changes)
-            except (StorageError, OSError) as e:  # answered as a storage error, never a crash
-                write_error = str(e)
-            else:
-                for user, items in per_user.items():
-                    for mech, cred in items:
-                        if cred is None:
-                            self._creds.pop((user, mech), None)
-                        else:
-                            self._creds[(user, mech)] = cred
-                self.version += 1
+        write_errors = await self._write(per_user) if per_user else {}
         results = []
         for name in order:
             if name in errors:
                 code, message = errors[name]
                 results.append({"user": name, "error_code": code, "error_message": message})
-            elif write_error is not None:
+            elif write_errors.get(name) is not None:
                 results.append({"user": name, "error_code": ErrorCode.KAFKA_STORAGE_ERROR,
-                                "error_message": write_error})
+                                "error_message": write_errors[name]})
             else:
                 results.append({"user": name, "error_code": 0, "error_message": None})
         return {"throttle_time_ms": 0, "results": results}
+
+    async def _write(self, per_user: dict[str, list[tuple[str, ScramCredential | None]]]) -> dict[str, str | None]:
+        """Make the changes durable (the local log, or ZooKeeper), then live; user -> the error, if any."""
+        if self.zk is not None:
+            from coordinator.cluster.zk import ZkError  # cluster mode only: kazoo is there
+
+            out: dict[str, str | None] = {}
+            for user, items in per_user.items():
+                def change(current: dict[str, str], items: list[tuple[str, ScramCredential | None]] = items
+                           ) -> dict[str, str]:
+                    new = dict(current)
+                    for mech, cred in items:
+                        if cred is None:
+                            new.pop(mech, None)
+                        else:
+                            new[mech] = cred.encode()
+                    return new
+                try:
+                    self.apply(user, await self.zk.update_user(user, change))
+                    out[user] = None
+                except ZkError as e:  # answered as a storage error, never a crash
+                    out[user] = f"ZooKeeper: {e}"
+            return out
+        changes = [(key_of(mech, user), None if cred is None else cred.encode().encode())
+                   for user, items in per_user.items() for mech, cred in items]
+        try:
+            await trio.to_thread.run_sync(self.store.write, changes)
+        except (StorageError, OSError) as e:  # answered as a storage error, never a crash
+            return dict.fromkeys(per_user, str(e))
+        for user, items in per_user.items():
+            for mech, cred in items:
+                if cred is None:
+                    self._creds.pop((user, mech), None)
+                else:
+                    self._creds[(user, mech)] = cred
+        self.version += 1
+        return dict.fromkeys(per_user)
 
     def put_offline(self, changes: list[tuple[str, str, ScramCredential | None]]) -> None:
         """``groupcoord users add/delete --data-dir`` with the server stopped: (user, mechanism, credential or
