@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 class ServerProcess:
     def __init__(self, data_dir: Path, *flags: str, env: dict[str, str] | None = None,
-                 listeners: bool = False) -> None:
+                 listeners: bool = False, repo: Path = REPO) -> None:
+        self.repo = repo  # the source tree the server runs from (a benchmark's baseline: an older tree)
         self.data_dir = data_dir
         self.flags = list(flags)
         self.env = env
@@ -35,7 +36,7 @@ class ServerProcess:
         args = [sys.executable, "-m", "coordinator.cli", "serve", *port, "--metrics-port", "0",
                 "--data-dir", str(self.data_dir), *self.flags]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **(self.env or {}))
-        self.proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(args, cwd=self.repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env=env)
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
