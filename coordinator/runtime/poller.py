@@ -13,7 +13,8 @@ Rules:
   parks again, which lets the other tasks run.
 - Fair serving: one turn serves at most ``TURN_REQUESTS`` frames of a connection. A connection whose turn
   left whole frames in its reader is ``defer``red: it leaves the epoll (nothing more is read from it) and
-  joins the backlog (deferred by another task, it wakes the poller's idle wait); each round of the poller
+  joins the backlog (deferred by another task while the poller waits, it wakes the wait through an
+  eventfd in the epoll: nothing per round); each round of the poller
   gives every backlogged connection one more turn
   (``on_turn``), after a checkpoint that lets every other task and ready socket run first. So a client
   that pipelines thousands of requests slows itself, not its neighbours.
@@ -30,6 +31,7 @@ Rules:
 
 from __future__ import annotations
 
+import os
 import select
 from collections import deque
 from typing import Protocol
@@ -64,7 +66,11 @@ class Poller:
         self._epoll = select.epoll()
         self._conns: dict[int, Polled] = {}
         self._backlog: deque[Polled] = deque()
-        self._idle: trio.CancelScope | None = None  # the wait for readable sockets, while the backlog is empty
+        # another task's defer wakes the idle wait through this eventfd (registered in the epoll)
+        self._kick = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._epoll.register(self._kick, select.EPOLLIN)
+        self._kicked = False
+        self._polling = False  # the poller is serving what it polled (a defer then needs no wake-up)
 
     @staticmethod
     def current() -> Poller:
@@ -91,8 +97,9 @@ class Poller:
         if not conn.deferred:
             conn.deferred = True
             self._backlog.append(conn)
-            if self._idle is not None:  # deferred from another task (a TLS handshake's last bytes): wake up
-                self._idle.cancel()
+            if not self._polling and not self._kicked:  # deferred from another task (a TLS handshake's last
+                self._kicked = True  # bytes): the poller may be waiting on the epoll: wake it
+                os.eventfd_write(self._kick, 1)
 
     def remove(self, conn: Polled) -> None:
         fd = conn.fd
@@ -108,17 +115,21 @@ class Poller:
         epoll = self._epoll
         conns = self._conns
         backlog = self._backlog
+        kick = self._kick
         try:
             while True:
+                self._polling = False
                 if backlog:
                     await trio.lowlevel.checkpoint()  # the others' turn first
                 else:
-                    with trio.CancelScope() as self._idle:
-                        await trio.lowlevel.wait_readable(epoll.fileno())
-                    self._idle = None
+                    await trio.lowlevel.wait_readable(epoll.fileno())
+                self._polling = True
                 for fd, _ in epoll.poll(0, MAX_EVENTS):
                     conn = conns.get(fd)
                     if conn is None:
+                        if fd == kick:
+                            os.eventfd_read(kick)
+                            self._kicked = False
                         continue
                     try:
                         conn.on_readable()
@@ -135,3 +146,4 @@ class Poller:
                         conn.fail(e)
         finally:
             epoll.close()
+            os.close(kick)

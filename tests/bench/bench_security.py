@@ -354,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         tls_server = ServerProcess(work / "tls-data", "--config", str(tls_cfg), "--metrics-port", "-1",
                                    listeners=True).start().wait_loaded()
         servers.append(tls_server)
-        plain = ServerProcess(work / "plain-data", "--metrics-port", "-1").start().wait_loaded()
+        quick = ("--metrics-port", "-1", "--group-initial-rebalance-delay-ms", "0")
+        plain = ServerProcess(work / "plain-data", *quick).start().wait_loaded()
         servers.append(plain)
         acl_data = work / "acl-data"
         authorizer = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
@@ -414,8 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             archive = subprocess.run(["git", "-C", str(REPO), "archive", a.baseline_ref], check=True,
                                      capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(base_tree)], input=archive, check=True)
-            before = ServerProcess(work / "baseline-data", "--metrics-port", "-1",
-                                   repo=base_tree).start().wait_loaded()
+            before = ServerProcess(work / "baseline-data", *quick, repo=base_tree).start().wait_loaded()
             servers.append(before)
             ab["commits"] = alternate(a.rounds, lambda: run(before.port, None), lambda: run(plain.port, None))
             ab["heartbeats"] = alternate(a.rounds, lambda: beats(before.port, None, "b", before),
