@@ -11,7 +11,7 @@ STAMP   := $(VENV)/.installed
 APT_STAMP := $(VENV)/.apt-installed
 ARGS    ?=
 
-.PHONY: install compile run test bench lint clean apt-deps
+.PHONY: install compile run test test-fast bench lint clean apt-deps
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -89,6 +89,10 @@ $(SPARK_STAMP): $(STAMP)
 
 test: compile $(APT_STAMP) $(SPARK_STAMP)
 	$(BIN)/python -m pytest -q $(ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests selected"; exit 0; fi; exit $$rc
+
+# The inner loop: the sans-IO core, the wire protocol, storage and the import graph (no servers, no clocks).
+test-fast: compile
+	$(BIN)/python -m pytest -q tests/core tests/protocol tests/storage tests/test_runtime_imports.py $(ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-installed
 

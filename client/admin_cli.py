@@ -320,10 +320,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--delete", action="append", metavar="KEY", help="back to the default (repeatable)")
     p.set_defaults(run=topics_alter)
 
-    from client import retry_cli  # `groupcoord retry ...`; imported here because it uses this module
-
-    retry_cli.add_parsers(sub)
-
 
 def run(args: argparse.Namespace) -> int:
     try:

@@ -1,8 +1,8 @@
 """`groupcoord retry status TOPIC` and `groupcoord retry replay TOPIC-failed`: retry topics (seed 001) at a glance.
 
 Rules:
-- Same conventions as ``client.admin_cli``, which registers these parsers and runs them (`args.run(admin,
-  args)`): `--bootstrap-server`, `--command-config` (the replay's producer uses the admin client's security
+- Same conventions as ``client.admin_cli``, whose ``run`` runs them (`args.run(admin, args)`; the
+  ``groupcoord`` CLI registers these parsers beside admin_cli's, so admin_cli never imports this module): `--bootstrap-server`, `--command-config` (the replay's producer uses the admin client's security
   settings too), column-aligned tables on stdout, one-line errors on stderr, exit 1 for a Kafka error.
 - Retry topics are found by name: those of ``--policy`` when given, else every existing topic named by the
   pattern (`--retry-pattern`, default `{topic}-retry-{delay}`). Waiting = log end minus the group's

@@ -45,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator daemon")
     _add_config_flags(serve)
-    from client import acls_cli, admin_cli, cluster_cli, console_cli  # clients of a running server
+    from client import acls_cli, admin_cli, cluster_cli, console_cli, retry_cli  # clients of a running server
     from coordinator import audit_cli, users_cli  # read a server's data dir (users: or ask a running one)
 
     admin_cli.add_parsers(sub)
+    retry_cli.add_parsers(sub)  # run by admin_cli.run, as groups and topics
     console_cli.add_parsers(sub)
     cluster_cli.add_parsers(sub)
     users_cli.add_parsers(sub)

@@ -1,5 +1,6 @@
-"""The import graph of ``coordinator/`` and ``protocol/`` has no cycle, and only the composition roots import the
-broker.
+"""The import graph of ``coordinator/``, ``protocol/``, ``client/`` and ``spark_bridge/`` has no cycle (the
+last one, ``client/admin_cli.py`` <-> ``client/retry_cli.py``, went with issue #35), and only the composition
+roots import the broker.
 
 Rules checked (issue #20, item 8: data flows one way, connection -> dispatch -> services -> storage/replication):
 - Every import counts: at module level, under ``if TYPE_CHECKING:`` (a type a module names is a dependency of
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("coordinator", "protocol")
+PACKAGES = ("coordinator", "protocol", "client", "spark_bridge")
 BROKER = "coordinator.runtime.broker"
 CONNECTION = "coordinator.runtime.connection"
 COMPOSITION_ROOTS = {"coordinator.runtime.broker", "coordinator.runtime.server"}
