@@ -103,29 +103,38 @@ async def connect(port: int, tls: ssl.SSLContext | None) -> Framed:
     return Framed(stream)
 
 
-async def commits_per_s(port: int, tls: ssl.SSLContext | None, seconds: float) -> float:
+async def closed_loop(conns: list[Framed], batches: list[bytes], seconds: float, error_at: int | None = None
+                      ) -> float:
+    """Each connection sends its batch of DEPTH pipelined requests and reads the DEPTH answers, again and again
+    for ``seconds`` (closed loop); requests/s over all. ``error_at``: where each answer's error code is (it must
+    be 0)."""
     done = 0
-    conns = [await connect(port, tls) for _ in range(CONNS)]
 
-    async def one(i: int, framed: Framed) -> None:
+    async def one(framed: Framed, batch: bytes) -> None:
         nonlocal done
-        group, corr = f"bench-g{i}", 100
-        batch = b"".join(commit_frame(corr + k, group, k) for k in range(DEPTH))
         deadline = trio.current_time() + seconds
         while trio.current_time() < deadline:
             await framed.stream.send_all(batch)
             for _ in range(DEPTH):
-                await framed.read()
+                answer = await framed.read()
+                if error_at is not None:
+                    assert answer[error_at:error_at + 2] == b"\0\0", answer[:16]
             done += DEPTH
 
     t0 = time.perf_counter()
     async with trio.open_nursery() as nursery:
-        for i, framed in enumerate(conns):
-            nursery.start_soon(one, i, framed)
+        for framed, batch in zip(conns, batches):
+            nursery.start_soon(one, framed, batch)
     took = time.perf_counter() - t0
     for framed in conns:
         await framed.stream.aclose()
     return done / took
+
+
+async def commits_per_s(port: int, tls: ssl.SSLContext | None, seconds: float) -> float:
+    conns = [await connect(port, tls) for _ in range(CONNS)]
+    batches = [b"".join(commit_frame(100 + k, f"bench-g{i}", k) for k in range(DEPTH)) for i in range(CONNS)]
+    return await closed_loop(conns, batches, seconds)
 
 
 async def fetch_mb_per_s(port: int, tls: ssl.SSLContext | None, topic: str, end: int) -> float:
@@ -183,30 +192,11 @@ def heartbeat_frame(corr: int, group: str, gen: int, member: str) -> bytes:
 
 async def heartbeats_per_s(port: int, tls: ssl.SSLContext | None, seconds: float, tag: str) -> float:
     """CONNS connections, each one member of its own group, DEPTH heartbeats pipelined, closed loop."""
-    done = 0
     conns = [await connect(port, tls) for _ in range(CONNS)]
     members = [await join_one(f, f"hb-{tag}-{i}") for i, f in enumerate(conns)]
-
-    async def one(i: int, framed: Framed) -> None:
-        nonlocal done
-        gen, member = members[i]
-        batch = b"".join(heartbeat_frame(100 + k, f"hb-{tag}-{i}", gen, member) for k in range(DEPTH))
-        deadline = trio.current_time() + seconds
-        while trio.current_time() < deadline:
-            await framed.stream.send_all(batch)
-            for _ in range(DEPTH):
-                answer = await framed.read()
-                assert answer[8:10] == b"\0\0", answer[:12]  # correlation id, throttle time, error code 0
-            done += DEPTH
-
-    t0 = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for i, framed in enumerate(conns):
-            nursery.start_soon(one, i, framed)
-    took = time.perf_counter() - t0
-    for framed in conns:
-        await framed.stream.aclose()
-    return done / took
+    batches = [b"".join(heartbeat_frame(100 + k, f"hb-{tag}-{i}", gen, member) for k in range(DEPTH))
+               for i, (gen, member) in enumerate(members)]
+    return await closed_loop(conns, batches, seconds, error_at=8)  # correlation id, throttle time, error code
 
 
 async def heartbeat_p99_ms(port: int, seconds: float, tag: str, members: int = 1000, per_conn: int = 20,
