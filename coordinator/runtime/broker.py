@@ -174,7 +174,7 @@ class Broker:
                                                               if s.name == self.inter_broker_listener))
             if self.config["authorizer.class.name"]:
                 self.authorization = Authorization(self.config, security_store, self.metrics,
-                                                   self._topic_names_by_id, self._topic_exists)
+                                                   self._topic_name, self._topic_exists)
                 self.authorization.audit = self.audit
         except ValueError as e:
             raise StartupError(str(e)) from None
@@ -484,10 +484,10 @@ class Broker:
         return {"node_id": self.node_id, "host": host, "port": port, "rack": None}
 
     # ---------------------------------------------------------------- ACLs
-    def _topic_names_by_id(self) -> dict[Any, str]:
+    def _topic_name(self, tid: Any) -> str | None:
+        """A topic id's name, from the topic service's id cache (topic_ids.py); None when no topic has it."""
         ts = self.topic_service
-        names = list(ts.topics()) if ts is not None else []
-        return {topic_id(n): n for n in [*names, OFFSETS_TOPIC]}
+        return ts.topic_ids.name_of(tid) if ts is not None else None
 
     def _topic_exists(self, name: str) -> bool:
         ts = self.topic_service

@@ -209,8 +209,8 @@ def test_secure_overlay_wires_users_certificates_and_acls() -> None:
         assert f"./secure/{name}.toml:/etc/groupcoord/node.toml:ro" in svc["volumes"]
         assert "secure:/etc/groupcoord/secure:ro" in svc["volumes"]
         assert f"{name}-data:/var/lib/groupcoord" in svc["volumes"]  # the data volume is kept
-        assert svc["healthcheck"]["test"] == ["CMD", "python", "/etc/groupcoord/healthcheck_tls.py", name, port]
-        assert "./secure/healthcheck_tls.py:/etc/groupcoord/healthcheck_tls.py:ro" in svc["volumes"]
+        assert svc["healthcheck"]["test"] == ["CMD", "python", "/usr/local/bin/groupcoord-healthcheck", name, port,
+                                              "/etc/groupcoord/secure/ca.pem"]
         assert f"{port}:{port}" in svc["ports"]
         assert (DEPLOY / "secure" / f"{name}.toml").is_file()
     acls = services["acls-init"]
@@ -340,7 +340,7 @@ def test_certs_name_each_node_and_stay_private(tmp_path: Path) -> None:
 
 
 def test_tls_healthcheck_speaks_apiversions_over_tls(tmp_path: Path) -> None:
-    """deploy/secure/healthcheck_tls.py against a real server with deploy/certs.py's node1 certificate:
+    """deploy/healthcheck.py with a CA file (TLS) against a real server with deploy/certs.py's node1 certificate:
     healthy on the SASL_SSL listener under a name the certificate has; unhealthy under another name, and on a
     plaintext port."""
     out = tmp_path / "certs"
@@ -350,7 +350,7 @@ def test_tls_healthcheck_speaks_apiversions_over_tls(tmp_path: Path) -> None:
     toml.write_text(f'"listeners" = "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"\n'
                     f'"ssl.keystore.location" = "{keystore}"\n')
     server = ServerProcess(tmp_path / "data", "--config", str(toml), listeners=True).start()
-    hc = [sys.executable, str(DEPLOY / "secure" / "healthcheck_tls.py")]
+    hc = [sys.executable, str(DEPLOY / "healthcheck.py")]
     try:
         tls_port, ca = str(server.ports["SASL_SSL"]), str(out / "ca.pem")
         for host in ("127.0.0.1", "localhost"):

@@ -100,12 +100,14 @@ def scrape_names(port: int) -> set[str]:
     return {re.split(r"[{ ]", ln, maxsplit=1)[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
 
 
-def consume_with_kafka_python(bootstrap: str) -> list[bytes]:
+def consume_with_kafka_python(bootstrap: str, topic: str = TOPIC, group: str = GROUP,
+                              **security: Any) -> list[bytes]:
+    """RECORDS records of ``topic`` read by a kafka-python group member, then committed."""
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=GROUP, auto_offset_reset="earliest",
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000,
-                             consumer_timeout_ms=15000)
+                             consumer_timeout_ms=15000, **security)
     got: list[bytes] = []
     try:
         for message in consumer:
@@ -266,18 +268,7 @@ def test_make_cluster_secured_end_to_end(tmp_path: Path) -> None:
                            text=True, timeout=60, input="".join(f"order-{i}\n" for i in range(RECORDS)))
         assert r.returncode == 0, r.stdout + r.stderr
         security = kafka_python_security("app", passwords["app"], ca)
-        consumer = KafkaConsumer(APP_TOPIC, bootstrap_servers=nodes[0], group_id=APP_GROUP,
-                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                                 heartbeat_interval_ms=1000, consumer_timeout_ms=15000, **security)
-        got: list[bytes] = []
-        try:
-            for message in consumer:
-                got.append(message.value)
-                if len(got) == RECORDS:
-                    break
-            consumer.commit()
-        finally:
-            consumer.close()
+        got = consume_with_kafka_python(nodes[0], APP_TOPIC, APP_GROUP, **security)
         assert got == [f"order-{i}".encode() for i in range(RECORDS)]
         group = cli("groups", "describe", *app, "-b", nodes[1], APP_GROUP)
         assert f"GROUP {APP_GROUP}" in group and "COORDINATOR 127.0.0.1:" in group

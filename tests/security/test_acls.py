@@ -140,6 +140,19 @@ def test_another_topic_is_refused_and_hidden(acl_server: Any) -> None:
             version=7)[1]
         codes = {t["name"]: t["partitions"][0]["error_code"] for t in fetched["topics"]}
         assert codes == {"other": ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC: 0}  # Read implies Describe
+        # Fetch v13 names topics by id: the id's topic decides (Read on orders, none on other)
+        from coordinator.runtime.topics import topic_id
+
+        by_id = conn.send(1, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                              "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                              "forgotten_topics_data": [], "rack_id": "", "topics": [
+                                  {"topic_id": topic_id(name), "partitions": [
+                                      {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                       "last_fetched_epoch": -1, "log_start_offset": -1,
+                                       "partition_max_bytes": 1 << 16}]} for name in ("other", TOPIC)]},
+                          version=13)[1]
+        codes = {r["topic_id"]: r["partitions"][0]["error_code"] for r in by_id["responses"]}
+        assert codes == {topic_id("other"): ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic_id(TOPIC): 0}
     finally:
         cluster.close()
     with AdminClient(server.bootstrap) as admin:  # the super user sees it was not auto-created

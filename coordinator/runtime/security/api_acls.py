@@ -54,14 +54,14 @@ class Context:
     (authorized_operations), and whether some resource of a type allows an operation (InitProducerId).
     One small object per checked request; nothing is computed until a rule asks."""
 
-    __slots__ = ("authorizer", "exists", "host", "principal", "topic_names_by_id")
+    __slots__ = ("authorizer", "exists", "host", "principal", "topic_name")
 
     def __init__(self, authorizer: Any, principal: str, host: str,
-                 topic_names_by_id: Callable[[], dict[Any, str]], exists: Callable[[str], bool]) -> None:
+                 topic_name: Callable[[Any], str | None], exists: Callable[[str], bool]) -> None:
         self.authorizer = authorizer
         self.principal = principal
         self.host = host
-        self.topic_names_by_id = topic_names_by_id
+        self.topic_name = topic_name  # a topic id's name (the topic service's cache), None when unknown
         self.exists = exists
 
     def operations(self, resource_type: int, name: str) -> int:
@@ -89,6 +89,16 @@ def _split(items: list[dict[str, Any]], key: str, allowed: Callable[[str], bool]
     for item in items:
         (kept if allowed(item[key]) else denied).append(item)
     return kept, denied
+
+
+def _read_topics_or_merge(body: dict[str, Any], slot: Slot, acl: Acl) -> None:
+    """OffsetCommit and OffsetDelete: the topics without Read leave the request; each of their partitions
+    gets TOPIC_AUTHORIZATION_FAILED in the answer."""
+    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.READ, Res.TOPIC, t))
+    body["topics"] = kept
+    _merge_into(slot, "topics", [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": TOPIC_DENIED}
+                                           for p in t["partitions"]]} for t in denied])
 
 
 def _answer_or_merge(slot: Slot, any_kept: bool, field: str, extra: list[dict[str, Any]]) -> bool:
@@ -132,10 +142,8 @@ def _produce(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
 def _fetch(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     body, v = request.body, request.version
     replica = body.get("replica_state", {}).get("replica_id", -1) if v >= 15 else body.get("replica_id", -1)
-    by_id = ctx.topic_names_by_id() if v >= 13 else {}
-
     def name_of(t: dict[str, Any]) -> str:
-        return t["topic"] if v < 13 else by_id.get(t["topic_id"], "")
+        return t["topic"] if v < 13 else ctx.topic_name(t["topic_id"]) or ""
 
     if replica is not None and replica >= 0:  # a follower: ClusterAction on the cluster, else 29 everywhere
         if _cluster(acl, Op.CLUSTER_ACTION):
@@ -238,11 +246,7 @@ def _offset_commit(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool
             {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": GROUP_DENIED}
                                                for p in t["partitions"]]} for t in body["topics"]]})
         return False
-    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.READ, Res.TOPIC, t))
-    body["topics"] = kept
-    _merge_into(slot, "topics", [
-        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": TOPIC_DENIED}
-                                           for p in t["partitions"]]} for t in denied])
+    _read_topics_or_merge(body, slot, acl)
     return True
 
 
@@ -403,11 +407,7 @@ def _offset_delete(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool
     if not acl(Op.DELETE, Res.GROUP, body["group_id"]):
         slot.complete({"error_code": GROUP_DENIED, "throttle_time_ms": 0, "topics": []})
         return False
-    kept, denied = _split(body["topics"], "name", lambda t: acl(Op.READ, Res.TOPIC, t))
-    body["topics"] = kept
-    _merge_into(slot, "topics", [
-        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": TOPIC_DENIED}
-                                           for p in t["partitions"]]} for t in denied])
+    _read_topics_or_merge(body, slot, acl)
     return True
 
 
@@ -428,14 +428,15 @@ def _delete_topics(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool
     body, v = request.body, request.version
     if v < 6:
         names = body["topic_names"]
-        kept = [n for n in names if acl(Op.DELETE, Res.TOPIC, n)]
-        denied = [n for n in names if n not in set(kept)]
+        kept, denied = [], []
+        for n in names:
+            (kept if acl(Op.DELETE, Res.TOPIC, n) else denied).append(n)
         body["topic_names"] = kept
     else:
-        by_id = ctx.topic_names_by_id()
         kept_t, denied_t = [], []
         for t in body["topics"]:
-            name = t.get("name") or by_id.get(t.get("topic_id"))
+            tid = t.get("topic_id")
+            name = t.get("name") or (ctx.topic_name(tid) if tid is not None else None)
             (kept_t if name and acl(Op.DELETE, Res.TOPIC, name) else denied_t).append(t)
         body["topics"] = kept_t
         kept = kept_t  # type: ignore[assignment]

@@ -67,7 +67,7 @@ DISABLED = "No Authorizer is configured on the broker"
 
 class Authorization:
     def __init__(self, config: Any, store: KeyedStore, metrics: Metrics,
-                 topic_names_by_id: Callable[[], dict[Any, str]], exists: Callable[[str], bool]) -> None:
+                 topic_name: Callable[[Any], str | None], exists: Callable[[str], bool]) -> None:
         self.store = store
         self.metrics = metrics
         self.index = AclIndex()
@@ -77,7 +77,7 @@ class Authorization:
                 self.index.replace(pattern, decode_acl_node(value))
         self.authorizer = Authorizer(self.index, parse_super_users(config["super.users"]),
                                      config["allow.everyone.if.no.acl.found"])
-        self.topic_names_by_id = topic_names_by_id
+        self.topic_name = topic_name
         self.exists = exists
         self.audit: AuditLog | None = None  # set by the broker: denials go to the audit trail
         self.zk: ZkSecurity | None = None  # cluster mode: ZooKeeper holds the ACLs
@@ -122,7 +122,7 @@ class Authorization:
                 denied.append(key)
             return allowed
 
-        ctx = api_acls.Context(authorizer, principal, host, self.topic_names_by_id, self.exists)
+        ctx = api_acls.Context(authorizer, principal, host, self.topic_name, self.exists)
         passed = api_acls.admit(request, slot, acl, ctx)
         if denied:
             for rtype in {rtype for _, rtype, _ in denied}:
