@@ -53,6 +53,8 @@ class _GroupCollector:
     def __init__(self) -> None:
         self.source: Callable[[], dict[str, int]] | None = None
         self.members: Callable[[], int] | None = None
+        # (committed offsets held, offsets.max.committed, commits refused by it so far)
+        self.offsets: Callable[[], tuple[int, int, int]] | None = None
 
     def collect(self):  # type: ignore[no-untyped-def]
         g = GaugeMetricFamily("groupcoord_groups", "Consumer groups by state.", labels=["state"])
@@ -63,6 +65,13 @@ class _GroupCollector:
         yield g
         yield GaugeMetricFamily("groupcoord_group_members", "Members of all groups.",
                                 value=self.members() if self.members else 0)
+        held, bound, refused = self.offsets() if self.offsets else (0, 0, 0)
+        yield GaugeMetricFamily("groupcoord_offsets_committed", "Committed offsets held in memory (every "
+                                "loaded offsets partition).", value=held)
+        yield GaugeMetricFamily("groupcoord_offsets_committed_max", "offsets.max.committed: past it, groups "
+                                "without offsets get POLICY_VIOLATION for their commits.", value=bound)
+        yield CounterMetricFamily("groupcoord_offsets_refused", "Partition commits refused by "
+                                  "offsets.max.committed.", value=refused)
 
 
 class _ClusterCollector:

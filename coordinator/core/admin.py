@@ -112,14 +112,15 @@ def _delete(env: Env, fx: Effects, group_id: str) -> Err:
     if group.state is not EMPTY:
         return Err.NON_EMPTY_GROUP
     # the tombstones' keys are encoded before anything changes (exception safety)
-    keys = [encode_offset_key(group_id, topic, partition) for topic, partition in shard.offsets.get(group_id, {})]
+    keys = [encode_offset_key(group_id, topic, partition)
+            for topic, partition in shard.offsets.group_partitions(group_id)]
     if group.generation > 0:
         keys.append(encode_group_key(group_id))
     group.transition(DEAD, fx.now_ms)
     del shard.groups[group_id]
     for member_id in group.pending_members:
         env.timers.cancel(member_key(group_id, member_id))
-    shard.offsets.pop(group_id, None)
+    shard.offsets.pop_group(group_id)
     for key in keys:
         fx.write(shard.shard_id, key, None)
     return Err.NONE
@@ -142,7 +143,7 @@ def handle_offset_delete(env: Env, fx: Effects, version: int, req: dict, token: 
         fx.complete(token, {"error_code": int(error), "topics": []})
         return
     unknown = req.get("unknown_partitions") or frozenset()
-    offsets = shard.offsets.get(group_id, {})
+    offsets = shard.offsets
     results, keys = [], []
     for t in topics:
         name, parts = t["name"], []
@@ -155,7 +156,7 @@ def handle_offset_delete(env: Env, fx: Effects, version: int, req: dict, token: 
                 code = Err.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 code = Err.NONE
-                if (name, index) in offsets or shard.has_pending_commit(group_id, name, index):
+                if offsets.get(group_id, name, index) is not None or shard.has_pending_commit(group_id, name, index):
                     keys.append(encode_offset_key(group_id, name, index))  # encoded before any write
             parts.append({"partition_index": index, "error_code": int(code)})
         results.append({"name": name, "partitions": parts})

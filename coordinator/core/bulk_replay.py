@@ -7,13 +7,14 @@ Rules:
   rest of this docstring is how it is made fast (a load replays ~1M records, and this loop is most of it).
 - Fast path: an offset commit record of a LOADING or FOLLOWING shard (key v0/v1, value the 24-byte v3 without
   metadata, what we write for nearly every commit). Consecutive records of one group share its key prefix
-  (version, length, group bytes): a key that starts with the previous prefix reuses its decoded group and
-  that group's offsets dict, and likewise a topic whose length and bytes match the previous one reuses its
-  string. Nothing is decoded twice and no per-record key or value object is built.
+  (version, length, group bytes): a key that starts with the previous prefix reuses its decoded group, and
+  likewise a topic whose length and bytes match the previous one reuses its string. Nothing is decoded
+  twice and no per-record key or value object is built: the three words go straight into the shard's
+  ``OffsetStore`` (``put_words``).
 - Everything else goes through ``shard.replay`` itself, which alone decides what a record means and which
   error it raises: tombstones, group metadata records, other value versions or metadata, an ACTIVE shard
   (where a new group id also gets a Group), and every key or value the fast path does not fully recognise.
-  The caches are dropped after such a record (a tombstone may delete the cached offsets dict).
+  The caches are dropped after such a record.
 """
 
 from __future__ import annotations
@@ -21,12 +22,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 
-from .records import OffsetCommitValue
 from .shard import REPLAYING, Shard
 
 _V3_EMPTY = struct.Struct(">hqihq")  # OffsetCommitValue v3 with empty metadata: the whole 24 bytes
 _PARTITION = struct.Struct(">i")
-_new_value = tuple.__new__  # a NamedTuple from a ready tuple, skipping its Python-level __new__
 
 Skipped = Callable[[bytes, ValueError], None]
 
@@ -36,14 +35,13 @@ def replay_records(shard: Shard, records: Iterable[tuple[bytes, bytes | None]], 
         for key, value in records:
             _replay_one(shard, key, value, skipped)
         return
-    offsets = shard.offsets
+    put = shard.offsets.put_words
     unpack_value = _V3_EMPTY.unpack
     unpack_partition = _PARTITION.unpack_from
     no_match: tuple[bytes, ...] = ()  # bytes.startswith(()) is always False
     prefix: bytes | tuple[bytes, ...] = no_match
     topic_prefix: bytes | tuple[bytes, ...] = no_match
     group = topic = ""
-    group_offsets: dict | None = None
     for key, value in records:
         try:
             if key.startswith(prefix):
@@ -54,7 +52,6 @@ def replay_records(shard: Shard, records: Iterable[tuple[bytes, bytes | None]], 
                 e = 4 + (key[2] << 8 | key[3])
                 group = key[4:e].decode()
                 prefix = key[:e]
-                group_offsets = offsets.get(group)
             if key.startswith(topic_prefix, e):
                 f = e + len(topic_prefix)
             else:
@@ -72,10 +69,7 @@ def replay_records(shard: Shard, records: Iterable[tuple[bytes, bytes | None]], 
             prefix = topic_prefix = no_match
             _replay_one(shard, key, value, skipped)
             continue
-        if group_offsets is None:
-            group_offsets = offsets[group] = {}
-        group_offsets[(topic, unpack_partition(key, f)[0])] = _new_value(
-            OffsetCommitValue, (offset, epoch, "", commit_ts, None))
+        put(group, topic, unpack_partition(key, f)[0], offset, commit_ts, epoch << 2)
 
 
 class _Generic(Exception):

@@ -31,6 +31,9 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     # offset.metadata.max.bytes: longest commit metadata string accepted.
     offset_metadata_max_bytes: int = 4096
+    # offsets.max.committed (ours): committed offsets this node keeps at most; past it a group without offsets
+    # gets POLICY_VIOLATION for its commits, groups with offsets may add 10% more (offsets.py).
+    offsets_max_committed: int = 20_000_000
     # Not a Kafka config (GroupCoordinator.NewMemberJoinTimeoutMs): a new member's parked JoinGroup
     # expires after this long.
     new_member_join_timeout_ms: int = 300_000

@@ -412,9 +412,18 @@ class Coordinator:
     def completed_rebalances(self) -> int:
         return self._env.stats.completed_rebalances
 
+    @property
+    def offsets_refused(self) -> int:
+        """Partition commits refused by offsets.max.committed so far."""
+        return self._env.stats.offsets_refused
+
+    def offsets_held(self) -> int:
+        """Committed offsets in memory, all shards (what offsets.max.committed bounds)."""
+        return sum(len(s.offsets) for s in self._env.shards)
+
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
         shard = self._env.shard_of(group_id)
-        return dict(shard.offsets.get(group_id, {})) if shard.status is ShardStatus.ACTIVE else {}
+        return shard.offsets.group_dict(group_id) if shard.status is ShardStatus.ACTIVE else {}
 
     def stable_groups(self) -> int:
         return sum(1 for g in self._all_groups() if g.state is STABLE)

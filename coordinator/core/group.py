@@ -18,6 +18,8 @@ Bookkeeping invariants (kept O(1) per member change so no request is O(members))
 - ``static_members`` maps group.instance.id -> member id for static members.
 - ``pending_members``: member ids handed out with MEMBER_ID_REQUIRED and not yet joined (KIP-394).
 - ``pending_sync``: members of the current generation that have not sent SyncGroup yet.
+- Both sets start as one shared empty frozenset (a coordinator holds ~1M mostly offsets-only groups, and an
+  empty set costs 216 B): change them only through add_pending/drop_pending/add_sync/drop_sync/clear_sync.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     EMPTY: frozenset({PREPARING}),
     DEAD: frozenset({STABLE, PREPARING, COMPLETING, EMPTY, DEAD}),
 }
+
+
+_NO_IDS: frozenset[str] = frozenset()
 
 
 class IllegalStateTransition(RuntimeError):
@@ -91,8 +96,10 @@ class Group:
         self.leader_id = leader_id
         self.members: dict[str, Member] = {}
         self.static_members: dict[str, str] = {}
-        self.pending_members: set[str] = set()
-        self.pending_sync: set[str] = set()
+        # both start as the shared empty frozenset (a set costs 216 B and a coordinator holds ~1M groups,
+        # nearly all offsets-only): the add_*/drop_* methods below replace it with a set on first use
+        self.pending_members: set[str] | frozenset[str] = _NO_IDS
+        self.pending_sync: set[str] | frozenset[str] = _NO_IDS
         # generation whose assignment (group metadata record) is written but not yet durable, or None
         self.assignment_write: int | None = None
         self.supported: Counter[str] = Counter()
@@ -139,7 +146,7 @@ class Group:
         self.supported.update(member.protocol_names)
         if member.join is not None:
             self.num_awaiting_join += 1
-        self.pending_members.discard(member.member_id)
+        self.drop_pending(member.member_id)
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
@@ -152,9 +159,30 @@ class Group:
                 del self.static_members[instance]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
-        self.pending_members.discard(member_id)
-        self.pending_sync.discard(member_id)
+        self.drop_pending(member_id)
+        self.drop_sync(member_id)
         return member
+
+    def add_pending(self, member_id: str) -> None:
+        if not self.pending_members:
+            self.pending_members = set()
+        self.pending_members.add(member_id)  # type: ignore[union-attr]
+
+    def drop_pending(self, member_id: str) -> None:
+        if member_id in self.pending_members:
+            self.pending_members.discard(member_id)  # type: ignore[union-attr]
+
+    def add_sync(self, member_id: str) -> None:
+        if not self.pending_sync:
+            self.pending_sync = set()
+        self.pending_sync.add(member_id)  # type: ignore[union-attr]
+
+    def drop_sync(self, member_id: str) -> None:
+        if member_id in self.pending_sync:
+            self.pending_sync.discard(member_id)  # type: ignore[union-attr]
+
+    def clear_sync(self) -> None:
+        self.pending_sync = _NO_IDS
 
     def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
         self.supported.subtract(member.protocol_names)
@@ -180,8 +208,8 @@ class Group:
             self.leader_id = new_id
         self.static_members[instance_id] = new_id
         if old_id in self.pending_sync:
-            self.pending_sync.discard(old_id)
-            self.pending_sync.add(new_id)
+            self.drop_sync(old_id)
+            self.add_sync(new_id)
         return member
 
     def current_static(self, instance_id: str | None) -> str | None:

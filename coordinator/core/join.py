@@ -138,7 +138,7 @@ class _JoinCall:
             else:
                 self._add_and_rebalance(new_id)
         elif self.version >= 4:
-            group.pending_members.add(new_id)
+            group.add_pending(new_id)
             env.timers.schedule(member_key(group.group_id, new_id), self.fx.now_ms + self.session)
             self.reply(Err.MEMBER_ID_REQUIRED, new_id)
         else:

@@ -107,7 +107,7 @@ def _member_lookup(env: Env, group_id: str, member_id: str, instance_id: str | N
 
 def _synced(env: Env, group: Group, member_id: str) -> None:
     if member_id in group.pending_sync:
-        group.pending_sync.discard(member_id)
+        group.drop_sync(member_id)
         if not group.pending_sync:
             env.timers.cancel(("sync", group.group_id))
 
@@ -193,7 +193,7 @@ def _leave_one(env: Env, fx: Effects, group: Group, member_id: str, instance_id:
         remove_member_and_update(env, fx, group, current, "member-left")
         return Err.NONE
     if member_id in group.pending_members:
-        group.pending_members.discard(member_id)
+        group.drop_pending(member_id)
         env.timers.cancel(member_key(group.group_id, member_id))
         try_complete_join(env, fx, group)
         return Err.NONE

@@ -20,6 +20,9 @@ all offsets once it has been Empty for offsets.retention.minutes; a Stable "cons
 offsets of topics no member subscribes to, by commit time; a simple group (no protocol type) expires by
 commit time; an explicit v2-4 retention time sets a per-offset expire timestamp (clamped to int64: a
 retention too far to represent never expires).
+Bound (offsets.max.committed, ours; ``_Room``): a partition the group has no offset for is refused with
+POLICY_VIOLATION (others in the request commit) once all shards hold the bound's entries; a group that has
+offsets may go 10% past it. Replacing an existing offset is never refused.
 Exception safety: every record is encoded before any state changes (pending counts, writes), so a value
 that cannot be encoded leaves the core exactly as it was. Pending commits never
 expire. An Empty group left with no offsets (and no pending members) becomes Dead and is removed, with a
@@ -64,12 +67,15 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
         return
     expire = _expire_at(version, req.get("retention_time_ms", -1), fx.now_ms)
     results, written, records = [], [], []
+    room = _Room(env, shard, group_id)
     for t in topics:
         name, parts = t["name"], []
         for p in t["partitions"]:
             index = p["partition_index"]
             value = _committed(env, version, p["committed_offset"], p.get("committed_leader_epoch"),
                                p.get("committed_metadata"), _commit_time(version, p, fx.now_ms), expire)
+            if type(value) is OffsetCommitValue and not room.admits(name, index):
+                value = Err.POLICY_VIOLATION
             if type(value) is not OffsetCommitValue:
                 parts.append((index, value))
                 continue
@@ -84,6 +90,8 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
     fx.complete(token, offset_commit_response(results))
     if written:
         _track_pending(fx, shard, token, results, written)
+    elif room.refused:
+        _drop_bare(shard, group_id)
 
 
 def _committed(env: Env, version: int, offset: int, leader_epoch: int | None, metadata: str | None, now_ms: int,
@@ -108,6 +116,47 @@ def _expire_at(version: int, retention_ms: int | None, now_ms: int) -> int | Non
     if not 2 <= version <= 4 or retention_ms is None or retention_ms == -1:
         return None
     return max(_INT64_MIN, min(now_ms + retention_ms, _INT64_MAX))  # a far retention never expires
+
+
+class _Room:
+    """offsets.max.committed for one request: a partition the group has no offset for adds an entry, admitted
+    while every shard's entries plus those this request adds stay below the bound (a group that has offsets
+    may go 10% past it, so existing groups keep committing new partitions). Entries written but not yet
+    durable are not counted: the bound may be passed by what is in flight. Each refusal counts in
+    ``stats.offsets_refused`` (the runtime logs it, rate-limited)."""
+
+    __slots__ = ("added", "env", "group_id", "limit", "refused", "shard", "total")
+
+    def __init__(self, env: Env, shard: Shard, group_id: str) -> None:
+        self.env, self.shard, self.group_id = env, shard, group_id
+        self.limit = env.cfg.offsets_max_committed
+        if shard.offsets.has_group(group_id):
+            self.limit += self.limit // 10
+        self.total: int | None = None  # counted on the first new entry only
+        self.added = 0
+        self.refused = False
+
+    def admits(self, topic: str, partition: int) -> bool:
+        return self.shard.offsets.has(self.group_id, topic, partition) or self.admits_new()
+
+    def admits_new(self) -> bool:
+        if self.total is None:
+            self.total = sum(len(s.offsets) for s in self.env.shards)
+        if self.total + self.added >= self.limit:
+            self.env.stats.offsets_refused += 1
+            self.refused = True
+            return False
+        self.added += 1
+        return True
+
+
+def _drop_bare(shard: Shard, group_id: str) -> None:
+    """A refused commit leaves no group behind: the one its validation created for an unknown group id
+    (Empty, never a generation, no members, no offsets) goes again, so refused commits cost no memory."""
+    group = shard.groups.get(group_id)
+    if (group is not None and group.state is EMPTY and group.generation == 0 and not group.members
+            and not group.pending_members and group.protocol_type is None and not shard.offsets.has_group(group_id)):
+        del shard.groups[group_id]
 
 
 def _release_pending(shard: Shard, key: tuple[str, str, int]) -> None:
@@ -162,6 +211,9 @@ def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, genera
                            _expire_at(version, retention_ms, now_ms))
     if type(committed) is not OffsetCommitValue:
         return committed
+    if not shard.offsets.has(group_id, topic, partition) and not _Room(env, shard, group_id).admits_new():
+        _drop_bare(shard, group_id)
+        return Err.POLICY_VIOLATION
     pc = PendingCommit(shard.shard_id, encode_offset_key(group_id, topic, partition),
                        encode_offset_value(committed), committed, group_id, (topic, partition))
     shard.pending_commits[(group_id, topic, partition)] += 1  # only once the record is encoded
@@ -237,10 +289,10 @@ def _fetch_group(env: Env, group_id: str, requested: list[dict] | None,
     if error is not None:
         return error, []
     shard = env.shard_of(group_id)
-    offsets = shard.offsets.get(group_id, {})
+    offsets = shard.offsets
     if requested is None:
         by_topic: dict[str, list[dict]] = {}
-        for (topic, index), value in sorted(offsets.items()):
+        for (topic, index), value in sorted(offsets.group_items(group_id)):
             by_topic.setdefault(topic, []).append(_partition(index, value))
         return Err.NONE, [{"name": t, "partitions": parts} for t, parts in by_topic.items()]
     topics = []
@@ -250,7 +302,7 @@ def _fetch_group(env: Env, group_id: str, requested: list[dict] | None,
             if require_stable and shard.has_pending_commit(group_id, name, index):
                 parts.append(_partition(index, None, Err.UNSTABLE_OFFSET_COMMIT))
             else:
-                parts.append(_partition(index, offsets.get((name, index))))
+                parts.append(_partition(index, offsets.get(group_id, name, index)))
         topics.append({"name": name, "partitions": parts})
     return Err.NONE, topics
 
@@ -259,22 +311,21 @@ def _fetch_group(env: Env, group_id: str, requested: list[dict] | None,
 
 def expire_offsets(env: Env, fx: Effects, shard: Shard) -> None:
     now, retention = fx.now_ms, env.cfg.offsets_retention_ms
+    store = shard.offsets
     for group_id, group in list(shard.groups.items()):
-        offsets = shard.offsets.get(group_id)
-        if offsets:
-            for tp in _expired(shard, group, offsets, now, retention):
-                del offsets[tp]
+        if store.has_group(group_id):
+            for tp in _expired(shard, group, store.group_items(group_id), now, retention):
+                store.delete(group_id, tp[0], tp[1])
                 fx.write(shard.shard_id, encode_offset_key(group_id, tp[0], tp[1]), None)
-            if not offsets:
-                del shard.offsets[group_id]
-        if group.state is EMPTY and group_id not in shard.offsets and not group.pending_members:
+        if group.state is EMPTY and not store.has_group(group_id) and not group.pending_members:
             group.transition(DEAD, now)
             del shard.groups[group_id]
             if group.generation > 0:
                 fx.write(shard.shard_id, encode_group_key(group_id), None)
 
 
-def _expired(shard: Shard, group: Group, offsets: dict, now: int, retention: int) -> list[tuple[str, int]]:
+def _expired(shard: Shard, group: Group, offsets: list[tuple[tuple[str, int], OffsetCommitValue]], now: int,
+             retention: int) -> list[tuple[str, int]]:
     ptype, skip = group.protocol_type, frozenset()
     empty_since = None
     if ptype is not None and group.state is EMPTY:
@@ -287,7 +338,7 @@ def _expired(shard: Shard, group: Group, offsets: dict, now: int, retention: int
     elif ptype is not None:
         return []
     out = []
-    for tp, value in offsets.items():
+    for tp, value in offsets:
         if tp[0] in skip or shard.has_pending_commit(group.group_id, tp[0], tp[1]):
             continue
         if value.expire_timestamp is not None:

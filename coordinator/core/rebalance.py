@@ -209,14 +209,14 @@ def complete_join(env: Env, fx: Effects, group: Group) -> None:
     if not group.members:
         record = empty_group_record(env, group, now)  # encoded before the group changes
         group.generation += 1
-        group.pending_sync.clear()
+        group.clear_sync()
         group.protocol_name = None
         group.transition(EMPTY, now)
         fx.write(*record)
         finish_rebalance(env, group, now)
         return
     group.generation += 1
-    group.pending_sync.clear()
+    group.clear_sync()
     group.protocol_name = group.select_protocol()
     group.transition(COMPLETING, now)
     everyone = leader_members(group)
@@ -232,7 +232,7 @@ def complete_join(env: Env, fx: Effects, group: Group) -> None:
                                              leader, everyone if is_leader else []))
         schedule_session(env, fx.now_ms, group, member)
         member.is_new = False
-        group.pending_sync.add(member.member_id)
+        group.add_sync(member.member_id)
     env.timers.schedule(("sync", gid), now + group.rebalance_timeout_ms())
 
 
@@ -265,7 +265,7 @@ def remove_member_and_update(env: Env, fx: Effects, group: Group, member_id: str
 
 def on_member_timer(env: Env, fx: Effects, group: Group, member_id: str) -> None:
     if member_id in group.pending_members:
-        group.pending_members.discard(member_id)
+        group.drop_pending(member_id)
         try_complete_join(env, fx, group)
         return
     member = group.members.get(member_id)

@@ -24,6 +24,7 @@ from enum import Enum
 
 from .group import EMPTY, STABLE, Group
 from .member import Member
+from .offset_store import OffsetStore
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -55,13 +56,13 @@ class Shard:
         self.shard_id = shard_id
         self.status = ShardStatus.NOT_OWNED
         self.groups: dict[str, Group] = {}
-        self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        self.offsets = OffsetStore()
         self.pending_commits: Counter[tuple[str, str, int]] = Counter()
 
     def reset(self, status: ShardStatus) -> None:
         self.status = status
         self.groups = {}
-        self.offsets = {}
+        self.offsets = OffsetStore()
         self.pending_commits = Counter()
 
     def replay(self, key: bytes, value: bytes | None) -> None:
@@ -71,20 +72,13 @@ class Shard:
             return
         group, tp = offset_key
         if value is None:
-            offsets = self.offsets.get(group)
-            if offsets is not None:
-                offsets.pop(tp, None)
-                if not offsets:
-                    del self.offsets[group]
+            self.offsets.delete(group, tp[0], tp[1])
             return
         self.put_offset(group, tp, decode_offset_value(value))  # decoded first: a bad value changes nothing
 
     def put_offset(self, group: str, tp: TopicPartition, committed: OffsetCommitValue) -> None:
         """What replaying an offset commit record does, given its decoded value."""
-        offsets = self.offsets.get(group)
-        if offsets is None:
-            offsets = self.offsets[group] = {}
-        offsets[tp] = committed
+        self.offsets.put(group, tp[0], tp[1], committed)
         if self.status is _ACTIVE and group not in self.groups:
             self.groups[group] = Group(group)
 
@@ -97,7 +91,7 @@ class Shard:
                 self.groups[decoded.group] = group_from_record(decoded.group, decode_group_value(value))
 
     def finish_loading(self) -> None:
-        for group_id in self.offsets:
+        for group_id in self.offsets.groups():
             if group_id not in self.groups:
                 self.groups[group_id] = Group(group_id)
         self.status = ShardStatus.ACTIVE

@@ -29,6 +29,8 @@ class Stats:
     # durations not yet taken by the runtime's metrics (bounded: a slow scraper loses old ones, never memory)
     unreported_durations_ms: deque[int] = field(default_factory=lambda: deque(maxlen=4096))
 
+    offsets_refused: int = 0  # commits refused by offsets.max.committed (the runtime logs them, rate-limited)
+
     events: int = 0  # rebalances started + finished: lets a reader skip work when nothing changed
 
     def rebalance_started(self, reason: str) -> None:

@@ -17,6 +17,8 @@ Rules:
   (``Coordinator.renew``), else go through ``Coordinator.heartbeat`` and take a lease.
 - A failed offsets write is logged once at once, then at most once a second with a count (``RateLimitedLog``):
   a dead disk under load fails thousands of writes a second.
+- offsets.max.committed refusals (the core counts them) are logged as one WARNING per 10 s at most, with
+  the count since the last line; ``groupcoord_offsets_committed{,_max}`` and ``_refused_total`` show them.
 - Garbage collection: off while loading; after it, everything alive is frozen and the young generation
   is collected every ``GC_YOUNG_THRESHOLD`` net new containers (not 700).
 - Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
@@ -49,6 +51,7 @@ import trio.lowlevel
 
 from coordinator.core.config import GroupConfig
 from coordinator.core.coordinator import Coordinator, HeartbeatLease
+from coordinator.core.errors import Err
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.core.shard import ShardStatus
@@ -182,6 +185,10 @@ class GroupService:
         self.loaded = trio.Event()
         broker.metrics.groups.source = self.core.groups_by_state
         broker.metrics.groups.members = lambda: sum(self.core.member_counts().values())
+        broker.metrics.groups.offsets = lambda: (self.core.offsets_held(), self.core.config.offsets_max_committed,
+                                                 self.core.offsets_refused)
+        self._refused_seen = 0  # core.offsets_refused already logged
+        self._refusals_next_log = float("-inf")  # monotonic time the next refusal line may be written
         self._rebalances_seen: dict[str, int] = {}
         self._heartbeats = HeartbeatDecoder()
         self.write_failures = RateLimitedLog(log)
@@ -267,7 +274,19 @@ class GroupService:
             request = Request(request.header, self._with_unknown_partitions(request.body))
         outcome = self.core.handle(request.api_key, request.version, request.body, slot, now_ms(),
                                    client_id=request.header.client_id or "", client_host=slot.conn.host)
+        if self.core.offsets_refused != self._refused_seen:
+            self._log_refusals()
         self.apply(outcome)
+
+    def _log_refusals(self) -> None:
+        """offsets.max.committed refused commits: one WARNING per 10 s at most (the counter metric has each)."""
+        refused, now = self.core.offsets_refused, time.monotonic()
+        if refused != self._refused_seen and now >= self._refusals_next_log:
+            log.warning("offsets.max.committed (%d) reached: %d partition commit(s) that would add an offset "
+                        "refused with POLICY_VIOLATION since the last such line; %d offsets held",
+                        self.core.config.offsets_max_committed, refused - self._refused_seen,
+                        self.core.offsets_held())
+            self._refused_seen, self._refusals_next_log = refused, now + 10.0
 
     def _with_unknown_partitions(self, body: dict[str, Any]) -> dict[str, Any]:
         """OffsetDelete: the request's partitions of topics (or partitions) this node does not host, which
@@ -290,6 +309,8 @@ class GroupService:
             return False
         self._rearm_if_earlier()  # a member's commit re-arms its session
         if type(result) is not PendingCommit:
+            if result is Err.POLICY_VIOLATION:
+                self._log_refusals()
             slot.complete_frame(offset_commit_answer(version, slot.correlation_id, c.topic, c.partition, result))
             return True
         settle = _CommitSettled(self, slot, result, c.topic, c.partition)

@@ -73,16 +73,16 @@ def commit(group: str, topic: str, partition: int, offset: int, metadata: str = 
 def test_consecutive_commits_of_one_group_land_in_its_offsets():
     records = [commit("g", "orders", p, 100 + p) for p in range(3)] + [commit("h", "orders", 0, 7)]
     shard = assert_same(ShardStatus.LOADING, records)
-    assert shard.offsets["g"] == {("orders", p): OffsetCommitValue(100 + p, 3, "", 1_700_000_000_000)
+    assert shard.offsets.group_dict("g") == {("orders", p): OffsetCommitValue(100 + p, 3, "", 1_700_000_000_000)
                                   for p in range(3)}
-    assert shard.offsets["h"] == {("orders", 0): OffsetCommitValue(7, 3, "", 1_700_000_000_000)}
+    assert shard.offsets.group_dict("h") == {("orders", 0): OffsetCommitValue(7, 3, "", 1_700_000_000_000)}
 
 
 def test_a_tombstone_that_empties_a_group_is_not_undone_by_the_cached_dict():
     key, _ = commit("g", "t", 0, 1)
     records = [commit("g", "t", 0, 1), (key, None), commit("g", "t", 1, 2)]
     shard = assert_same(ShardStatus.LOADING, records)
-    assert shard.offsets == {"g": {("t", 1): OffsetCommitValue(2, 3, "", 1_700_000_000_000)}}
+    assert shard.offsets.as_dict() == {"g": {("t", 1): OffsetCommitValue(2, 3, "", 1_700_000_000_000)}}
 
 
 def test_a_longer_group_sharing_the_previous_groups_bytes_is_its_own_group():
@@ -90,7 +90,7 @@ def test_a_longer_group_sharing_the_previous_groups_bytes_is_its_own_group():
     # \x00\x01\x00\x02ab, nor topic "tt" with "t"'s \x00\x01t
     records = [commit("ab", "t", 0, 1), commit("abc", "t", 0, 2), commit("ab", "tt", 0, 3), commit("ab", "t", 0, 4)]
     shard = assert_same(ShardStatus.LOADING, records)
-    assert set(shard.offsets) == {"ab", "abc"} and set(shard.offsets["ab"]) == {("t", 0), ("tt", 0)}
+    assert set(shard.offsets.as_dict()) == {"ab", "abc"} and set(shard.offsets.group_dict("ab")) == {("t", 0), ("tt", 0)}
 
 
 def test_a_key_of_another_version_starting_with_0xff_is_not_taken_for_a_cached_prefix():
@@ -112,7 +112,7 @@ def test_undecodable_records_are_skipped_with_the_references_error_and_the_rest_
         commit("g", "t", 1, 9),
     ]
     shard = assert_same(ShardStatus.LOADING, records)
-    assert shard.offsets == {"g": {("t", 1): OffsetCommitValue(9, 3, "", 1_700_000_000_000)}}
+    assert shard.offsets.as_dict() == {"g": {("t", 1): OffsetCommitValue(9, 3, "", 1_700_000_000_000)}}
 
 
 def test_other_value_versions_metadata_and_group_records_go_through_replay():
@@ -124,7 +124,7 @@ def test_other_value_versions_metadata_and_group_records_go_through_replay():
         commit("g", "t", 2, 3),
     ]
     shard = assert_same(ShardStatus.LOADING, records)
-    assert shard.groups["g"].generation == 5 and shard.offsets["g"][("t", 1)].expire_timestamp == 99
+    assert shard.groups["g"].generation == 5 and shard.offsets.group_dict("g")[("t", 1)].expire_timestamp == 99
 
 
 def test_an_active_shard_gets_a_group_for_each_new_group_id():

@@ -51,7 +51,7 @@ def hot(h: Harness, version: int, c: Commit) -> Err | PendingCommit | None:
 def state(h: Harness) -> tuple:
     shards = h.coord._env.shards
     return (sorted((k, v[0]) for k, v in h.coord._env.timers._live.items()),
-            [dict(s.offsets) for s in shards], [dict(s.pending_commits) for s in shards],
+            [s.offsets.as_dict() for s in shards], [dict(s.pending_commits) for s in shards],
             sorted(h.coord.groups(), key=lambda g: g.group_id))
 
 

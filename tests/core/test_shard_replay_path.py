@@ -29,13 +29,13 @@ def test_later_commit_wins_and_tombstone_removes_the_partition_then_the_group():
     shard.replay(encode_offset_key("g", "orders", 0), encode_offset_value(OffsetCommitValue(5, 1, "", 100)))
     shard.replay(encode_offset_key("g", "orders", 1), encode_offset_value(OffsetCommitValue(7, 1, "m", 100)))
     shard.replay(encode_offset_key("g", "orders", 0), encode_offset_value(OffsetCommitValue(9, 2, "", 200)))
-    assert shard.offsets == {"g": {("orders", 0): OffsetCommitValue(9, 2, "", 200),
+    assert shard.offsets.as_dict() == {"g": {("orders", 0): OffsetCommitValue(9, 2, "", 200),
                                    ("orders", 1): OffsetCommitValue(7, 1, "m", 100)}}
     shard.replay(encode_offset_key("g", "orders", 0), None)
     shard.replay(encode_offset_key("g", "orders", 9), None)  # tombstone of a partition never committed
-    assert shard.offsets == {"g": {("orders", 1): OffsetCommitValue(7, 1, "m", 100)}}
+    assert shard.offsets.as_dict() == {"g": {("orders", 1): OffsetCommitValue(7, 1, "m", 100)}}
     shard.replay(encode_offset_key("g", "orders", 1), None)
-    assert shard.offsets == {} and shard.groups == {}  # loading: no group objects for offsets yet
+    assert shard.offsets.as_dict() == {} and shard.groups == {}  # loading: no group objects for offsets yet
 
 
 def test_an_undecodable_value_raises_and_changes_nothing():
@@ -43,7 +43,7 @@ def test_an_undecodable_value_raises_and_changes_nothing():
     bad = encode_offset_value(OffsetCommitValue(5, 1, "", 100))[:-1]
     with pytest.raises(RecordError):
         shard.replay(encode_offset_key("new-group", "t", 0), bad)
-    assert shard.offsets == {}
+    assert shard.offsets.as_dict() == {}
 
 
 def test_group_records_apply_while_loading_and_offsets_create_groups_when_active():
@@ -56,7 +56,7 @@ def test_group_records_apply_while_loading_and_offsets_create_groups_when_active
     shard.finish_loading()
     shard.replay(encode_offset_key("simple", "t", 0), encode_offset_value(OffsetCommitValue(1, -1, "", 10)))
     assert shard.status is ShardStatus.ACTIVE and "simple" in shard.groups
-    assert shard.offsets["simple"][("t", 0)].offset == 1
+    assert shard.offsets.group_dict("simple")[("t", 0)].offset == 1
 
 
 def test_replay_many_skips_an_undecodable_record_and_applies_the_rest():
