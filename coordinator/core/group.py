@@ -18,14 +18,18 @@ Bookkeeping invariants (kept O(1) per member change so no request is O(members))
 - ``static_members`` maps group.instance.id -> member id for static members.
 - ``pending_members``: member ids handed out with MEMBER_ID_REQUIRED and not yet joined (KIP-394).
 - ``pending_sync``: members of the current generation that have not sent SyncGroup yet.
-- Both sets start as one shared empty frozenset (a coordinator holds ~1M mostly offsets-only groups, and an
-  empty set costs 216 B): change them only through add_pending/drop_pending/add_sync/drop_sync/clear_sync.
+- Memory (a coordinator holds ~1M groups, nearly all offsets-only and memberless): both sets start as one
+  shared empty frozenset, changed only through add_pending/drop_pending/add_sync/drop_sync/clear_sync;
+  ``members``, ``static_members`` and ``supported`` start as shared read-only empty mappings that ``add``
+  replaces with the group's own on its first member (writing to them before that raises, never shares).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from enum import Enum
+from types import MappingProxyType
 
 from .member import Member, Parked
 
@@ -54,6 +58,9 @@ VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 
 _NO_IDS: frozenset[str] = frozenset()
+_NO_MEMBERS: Mapping[str, Member] = MappingProxyType({})
+_NO_STATIC: Mapping[str, str] = MappingProxyType({})
+_NO_SUPPORT: Mapping[str, int] = MappingProxyType(Counter())
 
 
 class IllegalStateTransition(RuntimeError):
@@ -94,15 +101,17 @@ class Group:
         self.protocol_type = protocol_type
         self.protocol_name = protocol_name
         self.leader_id = leader_id
-        self.members: dict[str, Member] = {}
-        self.static_members: dict[str, str] = {}
+        # the three member maps start as shared read-only empties (see the docstring): ``_own`` makes them
+        # the group's own on its first member
+        self.members: dict[str, Member] = _NO_MEMBERS  # type: ignore[assignment]
+        self.static_members: dict[str, str] = _NO_STATIC  # type: ignore[assignment]
         # both start as the shared empty frozenset (a set costs 216 B and a coordinator holds ~1M groups,
         # nearly all offsets-only): the add_*/drop_* methods below replace it with a set on first use
         self.pending_members: set[str] | frozenset[str] = _NO_IDS
         self.pending_sync: set[str] | frozenset[str] = _NO_IDS
         # generation whose assignment (group metadata record) is written but not yet durable, or None
         self.assignment_write: int | None = None
-        self.supported: Counter[str] = Counter()
+        self.supported: Counter[str] = _NO_SUPPORT  # type: ignore[assignment]
         self.num_awaiting_join = 0
         self.new_member_added = False
         # (current delay, remaining) while the initial rebalance delay of an Empty group runs, else None.
@@ -135,7 +144,12 @@ class Group:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
+    def _own(self) -> None:
+        if type(self.members) is not dict:
+            self.members, self.static_members, self.supported = {}, {}, Counter()
+
     def add(self, member: Member) -> None:
+        self._own()
         if not self.members:
             self.protocol_type = member.protocol_type
         if member.group_instance_id is not None:
@@ -149,7 +163,7 @@ class Group:
         self.drop_pending(member.member_id)
 
     def remove(self, member_id: str) -> Member | None:
-        member = self.members.pop(member_id, None)
+        member = self.members.pop(member_id, None) if member_id in self.members else None
         if member is not None:
             self.supported.subtract(member.protocol_names)
             if member.join is not None:

@@ -47,10 +47,11 @@ def expected_offset(group_index: int, topic_index: int, partition: int) -> int:
     return group_index * 1000 + topic_index * 100 + partition
 
 
-def write_offsets_data_dir(data_dir: str, records: int, per_group: int = 100, shards: int = 50) -> WriteStats:
+def write_offsets_data_dir(data_dir: str, records: int, per_group: int = 100, shards: int = 50,
+                           topics: tuple[str, ...] = TOPICS) -> WriteStats:
     t0 = time.perf_counter()
     groups = records // per_group
-    per_topic = per_group // len(TOPICS)
+    per_topic = per_group // len(topics)
     now = int(time.time() * 1000)
     pending: dict[int, list[bytes]] = defaultdict(list)
     manager = LogManager(data_dir)
@@ -60,7 +61,7 @@ def write_offsets_data_dir(data_dir: str, records: int, per_group: int = 100, sh
         for g in range(groups):
             group = group_name(g)
             items = []
-            for t, topic in enumerate(TOPICS):
+            for t, topic in enumerate(topics):
                 for p in range(per_topic):
                     value = OffsetCommitValue(expected_offset(g, t, p), -1, "", now)
                     items.append((encode_offset_key(group, topic, p), encode_offset_value(value), [], now))
@@ -74,7 +75,7 @@ def write_offsets_data_dir(data_dir: str, records: int, per_group: int = 100, sh
             logs[shard].append(batches)
     finally:
         manager.close()
-    return WriteStats(groups * per_topic * len(TOPICS), groups, groups, size, time.perf_counter() - t0)
+    return WriteStats(groups * per_topic * len(topics), groups, groups, size, time.perf_counter() - t0)
 
 
 def _no_skips(key: bytes, error: ValueError) -> None:
