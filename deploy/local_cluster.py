@@ -28,7 +28,7 @@ Rules:
   SIGTERM, a bounded wait, then SIGKILL.
 - Every wait is bounded; a start that does not become ready stops what it started and exits non-zero.
 
-Secured mode (``start --secure``; README "Secured cluster", docs/security.md):
+Secured mode (``start --secure``; docs/cluster.md "Secured cluster", docs/security.md):
 - Each node has one SASL_SSL listener (SCRAM-SHA-512 and -256) on its port, which is also the inter-broker
   listener: nodes replicate over TLS, check each other's host name, and log in as the super user ``admin``.
   The authorizer is on; ``admin`` may do everything, ``app`` (the sample application) gets Read, Write,

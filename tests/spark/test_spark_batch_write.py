@@ -1,6 +1,6 @@
-"""Batch writes and save modes: ``.mode("append")`` as README shows round-trips; other modes are refused.
+"""Batch writes and save modes: ``.mode("append")`` as docs/pyspark.md shows round-trips; other modes are refused.
 
-- The README's batch write (``df.selectExpr("key", "value").write.format("groupcoord")...mode("append")
+- docs/pyspark.md's batch write (``df.selectExpr("key", "value").write.format("groupcoord")...mode("append")
   .save()``) of a batch-read DataFrame is read back with ``spark.read.format("groupcoord")``: same count,
   same (key, value) pairs; a second append adds the rows again.
 - Spark's default save mode (ErrorIfExists) and Ignore are refused by Spark itself with the condition
@@ -38,7 +38,7 @@ def test_batch_write_with_mode_append_as_readme_shows_reads_back(spark: Any, boo
     sent = [(None if i % 4 == 0 else f"k{i}".encode(), f"click-{i}".encode(), [], i % 2) for i in range(40)]
     produce(bootstrap, src, sent)
     df = (spark.read.format("groupcoord").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", src).option("startingOffsets", "earliest").load())   # batch, as README
+          .option("subscribe", src).option("startingOffsets", "earliest").load())   # batch, as docs/pyspark.md
     (df.selectExpr("key", "value").write.format("groupcoord")
      .option("kafka.bootstrap.servers", bootstrap).option("topic", dst)
      .mode("append").save())
