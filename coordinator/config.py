@@ -79,6 +79,8 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.max.committed", int, 20_000_000, "Most committed offsets kept (ours; ~128 B each): past it a "
         "group with no committed offsets gets POLICY_VIOLATION for its commits; groups with offsets keep "
         "committing and may add up to 10 percent more.", 1),
+    Key("offsets.load.worker.min.bytes", int, 16 << 20, "Loading offsets partitions holding at least this many "
+        "bytes decodes them in a second process while it replays (ours; 0 always, -1 never).", -1),
     Key("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame; larger closes.", 1024),
     Key("max.connections", int, 10_000, "Most open client connections.", 1),
     Key("max.inflight.requests.per.connection", int, 100, "Requests read ahead per connection (ours).", 1),
@@ -138,6 +140,9 @@ KEYS: tuple[Key, ...] = (
         "empty = single node (no ZooKeeper)."),
     Key("zookeeper.session.timeout.ms", int, 18_000, "ZooKeeper session timeout; also bounds connecting at "
         "startup.", 1000),
+    Key("zookeeper.fast.failover.enable", bool, True, "Cluster mode: a peer whose process is gone (its "
+        "inter-broker listener refuses connects) has its registration removed at once, so its leaderships "
+        "move without waiting for its session to expire (ours)."),
     Key("broker.rack", str, "", "This node's rack, registered and shown in Metadata; empty = none."),
     Key("offsets.topic.replication.factor", int, 3, "Replicas of each offsets partition, capped at the live "
         "nodes when the offsets topic is created.", 1, 32767),

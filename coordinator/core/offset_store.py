@@ -182,6 +182,26 @@ class OffsetStore:
         self._refs[tid] += 1
         self._count += 1
 
+    def topic_id(self, topic: str) -> int:
+        """The topic's id, allocated when new (the load path's; ``adopt`` counts its uses)."""
+        tid = self._topic_ids.get(topic)
+        return self._new_topic_id(topic) if tid is None else tid
+
+    def adopt(self, group: str, keys: list[int], vals: list[int]) -> None:
+        """A group not held yet gets its entries at once (the load path): ``keys`` strictly increasing, built
+        from ``topic_id`` ids as ``tid << 32 | partition & 0xFFFFFFFF``, and ``vals`` their three words each,
+        with no flags (what ``put_words`` would have built one entry at a time)."""
+        assert group not in self._groups and len(vals) == 3 * len(keys)
+        if not keys:
+            return
+        words = array("q", keys)
+        words.extend(array("q", vals))
+        self._groups[group] = words
+        refs = self._refs
+        for key in keys:
+            refs[key >> 32] += 1
+        self._count += len(keys)
+
     def delete(self, group: str, topic: str, partition: int) -> bool:
         """Remove one entry; False when there was none."""
         words = self._groups.get(group)

@@ -19,6 +19,8 @@ Rules:
   a dead disk under load fails thousands of writes a second.
 - offsets.max.committed refusals (the core counts them) are logged as one WARNING per 10 s at most, with
   the count since the last line; ``groupcoord_offsets_committed{,_max}`` and ``_refused_total`` show them.
+- Loading decodes in a second process while it replays (``parallel_load``) when the offsets partitions hold
+  at least ``offsets.load.worker.min.bytes``.
 - Garbage collection: off while loading; after it, everything alive is frozen and the young generation
   is collected every ``GC_YOUNG_THRESHOLD`` net new containers (not 700).
 - Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
@@ -56,6 +58,7 @@ from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.core.shard import ShardStatus
 from coordinator.runtime.follower_replay import FollowerReplay
+from coordinator.runtime.parallel_load import DecodedPartitions
 from coordinator.runtime.offsets_reader import REPLAY_CHUNK as _REPLAY_CHUNK
 from coordinator.runtime.offsets_reader import log_skipped_record as _log_skipped_record
 from coordinator.runtime.offsets_reader import read_offsets_partition  # noqa: F401 (re-exported)
@@ -217,6 +220,22 @@ class GroupService:
             self._offsets_logs[shard] = plog
         return plog
 
+    def _load_in_parallel(self) -> bool:
+        """offsets.load.worker.min.bytes (ours): decode in a second process (parallel_load) when the offsets
+        partitions hold at least that many bytes (0: always; -1: never)."""
+        threshold = self.broker.config.get("offsets.load.worker.min.bytes", -1)
+        if threshold is None or threshold < 0:
+            return False
+        size = 0
+        for shard in range(self.shards):
+            try:
+                size += self.offsets_log(shard).size_bytes()
+            except (StorageError, OSError):
+                continue  # the load reports it
+            if size >= threshold:
+                return True
+        return size >= threshold
+
     async def load_all(self) -> None:
         for shard in range(self.shards):
             self.core.begin_loading(shard)
@@ -224,16 +243,14 @@ class GroupService:
         t_all = time.perf_counter()
         gc_enabled = gc.isenabled()
         gc.disable()  # loading builds millions of long-lived objects: collecting meanwhile finds nothing
+        partitions = DecodedPartitions(range(self.shards), self.offsets_log, self._load_in_parallel())
         try:
-            for shard in range(self.shards):
-                t0 = time.perf_counter()
-                try:
-                    plog = self.offsets_log(shard)
-                    problems: list[str] = []
-                    records = await trio.to_thread.run_sync(read_offsets_partition, plog, problems)
-                except StorageError as e:
-                    log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, e)
+            t0 = time.perf_counter()
+            async for shard, plog, records, problems, error in partitions:
+                if error is not None or records is None:
+                    log.error("offsets partition %d could not be read: %s; it stays unavailable", shard, error)
                     unavailable += 1
+                    t0 = time.perf_counter()
                     continue
                 for problem in problems:
                     log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
@@ -243,8 +260,11 @@ class GroupService:
                     await trio.lowlevel.checkpoint()
                 self.apply(self.core.finish_loading(shard, now_ms()))
                 total += len(records)
-                self.broker.metrics.load_seconds.observe(time.perf_counter() - t0)
+                t1 = time.perf_counter()
+                self.broker.metrics.load_seconds.observe(t1 - t0)
+                t0 = t1
         finally:
+            partitions.close()
             if gc_enabled:
                 # everything alive now (code, codecs, the loaded groups and offsets) lives as long as the
                 # process: freeze it into the permanent generation, so no collection ever rescans it (a
@@ -257,8 +277,9 @@ class GroupService:
                 # cyclic garbage waits at most that much longer
                 gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
                 gc.enable()
-        log.info("loaded %d offsets partitions (%d records, %d unavailable) in %.2f s",
-                 self.shards - unavailable, total, unavailable, time.perf_counter() - t_all)
+        log.info("loaded %d offsets partitions (%d records, %d unavailable) in %.2f s%s",
+                 self.shards - unavailable, total, unavailable, time.perf_counter() - t_all,
+                 ", decoded by a second process" if partitions.parallel else "")
         self.loaded.set()
 
     # ---------------------------------------------------------------- requests

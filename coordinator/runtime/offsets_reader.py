@@ -12,6 +12,9 @@ Rules:
   clean shutdown a damaged byte would otherwise be replayed (or crash the load). A batch that fails is
   skipped (later batches still apply: the log is last-write-wins per key); framing that cannot be followed
   ends the read. Either way one problem line is appended to ``problems`` per occurrence; never fatal.
+- The reading is two halves: ``read_chunks`` (the IO: the stored bytes, walking batch headers only) and
+  ``decode_chunks`` (pure: CRCs, records, problems), so a load can decode one partition in another process
+  while it replays the previous one (``parallel_load``); together they are ``read_offsets_from``.
 - ``log_skipped_record``: a stored record the core cannot decode is logged and skipped, never fatal.
 - ``REPLAY_CHUNK`` records are replayed between two trio checkpoints (the trio thread stays responsive).
 """
@@ -21,10 +24,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
+import struct
+
+from protocol.record_batch import (
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    CorruptBatchError,
+    decode_batch_key_values,
+    parse_header,
+    split_batches,
+)
 
 log = logging.getLogger("groupcoord.groups")
 
+_HEAD = struct.Struct(">qi11xi")  # a batch's base offset, length, (epoch, magic, crc, attributes), last offset delta
 READ_CHUNK = 4 * 1024 * 1024
 REPLAY_CHUNK = 50_000  # records replayed between two trio checkpoints while loading or catching up
 
@@ -38,14 +51,46 @@ def read_offsets_partition(plog: Any, problems: list[str] | None = None) -> Reco
 
 def read_offsets_from(plog: Any, start: int, problems: list[str] | None = None, *,
                       to_log_end: bool = False) -> tuple[Records, int]:
+    return decode_chunks(read_chunks(plog, start, to_log_end=to_log_end), start, problems)
+
+
+def read_chunks(plog: Any, start: int, *, to_log_end: bool = False) -> list[tuple[int, bytes]]:
+    """The stored bytes ``read_offsets_from`` decodes, as (offset read at, bytes) in order: the IO half. Each
+    read starts where the batches before it end (each header's base offset and last offset delta, as
+    ``decode_chunks`` advances); framing it cannot follow ends the reading (``decode_chunks`` reports it)."""
+    out: list[tuple[int, bytes]] = []
+    offset = start
+    end = plog.log_end_offset if to_log_end else plog.high_watermark
+    head, total_overhead = _HEAD.unpack_from, LOG_OVERHEAD
+    while offset < end:
+        data = plog.read(offset, READ_CHUNK, upper_bound=end)
+        if not data:
+            break
+        out.append((offset, data))
+        before, pos, size = offset, 0, len(data)
+        while size - pos >= _HEAD.size:
+            base, length, lod = head(data, pos)
+            if length < MIN_BATCH_LENGTH:
+                return out
+            pos += total_overhead + length
+            if pos > size:  # a partial tail: not a batch of this read
+                break
+            offset = max(offset, base + lod + 1)
+        if offset == before:
+            break
+    return out
+
+
+def decode_chunks(chunks: list[tuple[int, bytes]], start: int,
+                  problems: list[str] | None = None) -> tuple[Records, int]:
+    """Every (key, value) of ``read_chunks``' bytes and the offset the read reached (see the module rules):
+    pure, so a load may run it in another process (``parallel_load``)."""
     out: Records = []
     if problems is None:
         problems = []
     offset = start
-    end = plog.log_end_offset if to_log_end else plog.high_watermark
-    while offset < end:
-        data = plog.read(offset, READ_CHUNK, upper_bound=end)
-        if not data:
+    for at, data in chunks:
+        if at != offset:  # reading stopped being what this decode follows (framing read_chunks could not parse)
             break
         before = offset
         try:
