@@ -160,6 +160,9 @@ class Metrics:
         self.handed_answers = Counter("groupcoord_answers_by_fsync_child", "Answers the fsync child wrote in "
                                       "full to their clients once durable (log.journal.fsync.process.answers).",
                                       registry=r)
+        self.fetch_sendfile_bytes = Counter("groupcoord_fetch_sendfile_bytes", "Fetch answer bytes sent "
+                                            "straight from segment files by sendfile (zero-copy: connections "
+                                            "without TLS, stored ranges of at least 64 KiB).", registry=r)
         self.flush_seconds = Histogram("groupcoord_log_flush_latency_seconds", "Duration of one group-commit "
                                        "fsync.", buckets=_LATENCY_BUCKETS, registry=r)
         self.load_seconds = Histogram("groupcoord_partition_load_seconds", "Time to load one offsets "

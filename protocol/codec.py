@@ -8,6 +8,9 @@ Rules:
   lower-level exception from a malformed frame is converted to ``ProtocolError`` here, the single boundary.
 - Trailing bytes after a request body are ignored (newer clients may add fields we do not read).
 - Encoders return complete frames (size prefix included) so the runtime can write them as they are.
+- ``encode_response_parts``: a response whose ``records`` fields hold values that are not bytes (file
+  ranges, zero-copy Fetch) comes as a list of parts: bytes, then each such value where its bytes belong,
+  bytes between them and after; the size prefix counts every part by its length. Nothing is read from them.
 """
 
 from __future__ import annotations
@@ -124,6 +127,45 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any) 
     io.seek(0)
     io.write(_SIZE.pack(size))
     return io.getvalue()
+
+
+class PartsIO(BytesIO):
+    """A BytesIO that keeps spliced values (``primitives.write_records``) as parts of their own, by position."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spliced: list[tuple[int, Any]] = []  # (position in the buffer, value), in order
+
+    def splice(self, value: Any) -> None:
+        self.spliced.append((self.tell(), value))
+
+
+def encode_response_parts(api_key: int, version: int, correlation_id: int, body: Any) -> list[Any]:
+    """``encode_response``, with every non-bytes ``records`` value left as a part of its own (see the rules):
+    [bytes, value, bytes, ..., bytes], no empty bytes part; one bytes part when there is no such value."""
+    codec = codec_for(api_key, version, False)
+    io = PartsIO()
+    io.write(b"\x00\x00\x00\x00")
+    H.write_response_header(io, correlation_id, H.response_header_flexible(api_key, codec.flexible))
+    codec.encode_into(io, body)
+    spliced = io.spliced
+    size = io.tell() - 4 + sum(len(v) for _, v in spliced)
+    io.seek(0)
+    io.write(_SIZE.pack(size))
+    data = io.getvalue()
+    if not spliced:
+        return [data]
+    view = memoryview(data)
+    parts: list[Any] = []
+    at = 0
+    for pos, value in spliced:
+        if pos > at:
+            parts.append(bytes(view[at:pos]))
+        parts.append(value)
+        at = pos
+    if at < len(data):
+        parts.append(bytes(view[at:]))
+    return parts
 
 
 # ------------------------------------------------------------------ client side

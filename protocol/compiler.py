@@ -13,6 +13,9 @@ Rules:
 - The compiled parser inlines the common cases and calls ``protocol.primitives`` only for the rest: a
   length whose varint fits one byte, an empty tagged-field section (one 0 byte), a count of 0 or null.
 - Missing values are encoded as the field's default; ``None`` in a non-nullable field also means default.
+- A ``records`` field is written by ``primitives.write_records``: bytes as any bytes field; any other value
+  with a length (a file range) as its length prefix and a splice point, which only a parts writer
+  (``codec.encode_response_parts``) accepts.
 """
 
 from __future__ import annotations
@@ -159,7 +162,7 @@ def _write_value(io: BytesIO, r: Resolved, v: Any, c: bool) -> None:
     elif k == "string":
         P.write_string(io, v, c)
     elif k == "bytes":
-        P.write_bytes(io, v, c)
+        (P.write_records if r.type == "records" else P.write_bytes)(io, v, c)
     elif k == "uuid":
         P.write_uuid(io, v)
     elif k == "struct":
@@ -264,6 +267,7 @@ class KStruct(Construct):
             """
             from protocol.primitives import read_string as _rstr, read_bytes as _rbytes, read_uuid as _ruuid
             from protocol.primitives import write_string as _wstr, write_bytes as _wbytes
+            from protocol.primitives import write_records as _wrec
             from protocol.primitives import write_count as _wcount, write_uuid as _wuuid
             from protocol.compiler import parse_tagged as _ptags, write_tagged as _wtags, _MISSING
             from protocol.primitives import read_uvarint_after as _ruvx, skip_tagged_after as _skipx
@@ -427,7 +431,7 @@ class KStruct(Construct):
         if k == "string":
             return [f"{ind}_wstr(io, {var}, {c})"]
         if k == "bytes":
-            return [f"{ind}_wbytes(io, {var}, {c})"]
+            return [f"{ind}{'_wrec' if r.type == 'records' else '_wbytes'}(io, {var}, {c})"]
         if k == "uuid":
             return [f"{ind}_wuuid(io, {var})"]
         if k == "struct":

@@ -8,6 +8,8 @@ Rules:
 - Nothing reads more than the buffer holds, and nothing allocates more than the bytes that remain justify:
   every length and array count is checked against ``remaining(io)`` before use.
 - Every violation raises ``ProtocolError``; callers convert struct.error and friends at one boundary.
+- ``write_records``: a ``records`` value that is not bytes (a file range) is spliced by the writer, never
+  copied here (see ``codec.encode_response_parts``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import struct
 import uuid
 from io import BytesIO
+from typing import Any
 
 from protocol.errors import ProtocolError
 
@@ -169,6 +172,21 @@ def write_bytes(io: BytesIO, value: bytes | bytearray | memoryview | None, compa
     n = len(value)
     io.write(encode_uvarint(n + 1) if compact else S_I32.pack(n))
     io.write(value)
+
+
+def write_records(io: BytesIO, value: Any, compact: bool) -> None:
+    """A ``records`` field: bytes are written as ``write_bytes`` writes them. Anything else with a length (a
+    file range, whose bytes are not in memory) gets its length prefix here and its bytes spliced in by the
+    writer (``io.splice``: only ``codec.PartsIO`` has it; a plain BytesIO raises TypeError)."""
+    if value is None or isinstance(value, (bytes, bytearray, memoryview)):
+        write_bytes(io, value, compact)
+        return
+    splice = getattr(io, "splice", None)
+    if splice is None:
+        raise TypeError(f"records {value!r} are not bytes: encode with codec.encode_response_parts")
+    n = len(value)
+    io.write(encode_uvarint(n + 1) if compact else S_I32.pack(n))
+    splice(value)
 
 
 def read_uuid(io: BytesIO) -> uuid.UUID:

@@ -51,6 +51,16 @@ Rules:
   the write, a handed slot is not done, so nothing behind it goes out. A connection the child could not
   write to in full is never handed to again (``hand_off_ok``). ``abort()`` ends the connection at once
   (socket shut down both ways, its task cancelled): what the child may or may not have written is unknown.
+- Zero-copy Fetch answers (zero_copy.py): ``zero_copy`` is true for a socket without TLS (PLAINTEXT,
+  SASL_PLAINTEXT); the Fetch handler then may complete a slot with an ``Answer`` whose records are file
+  ranges. Collected, an answer's parts join the output list in order (``_mixed`` is then set until the list
+  is empty), and the list goes out through ``zero_copy.send_items`` (bytes by ``write``, ranges by
+  ``sendfile``), with the same partial-write rules: what the kernel does not take stays at the head and the
+  writer task sends it on ``wait_writable``; budgets count a range by its length. A send that meets a range
+  whose file shrank, or any send error, ends the connection (a shrunk range: ``abort``, one warning line:
+  its frame's length went out already). Ranges are released (closed) once sent, or when the connection
+  ends with answers still held (output list, slots, a send under way). Without ranges every path is byte
+  for byte what it was.
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ import trio
 
 from coordinator.runtime.dispatch import Slot
 from coordinator.runtime.poller import Poller
+from coordinator.runtime.zero_copy import Answer, RangeShrunk, release, send_items
 from protocol import codec
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.framing import FrameReader, FrameTooLarge
@@ -121,7 +132,8 @@ class Connection:
         self.deferred = False  # in the poller's backlog: whole frames wait in the reader for a turn
         self.dispatching = False
         self._hot_decoders = handler.hot_decoders
-        self._out: list[bytes] = []  # response frames ready to send, all ahead of every slot
+        self._out: list = []  # response frames ready to send, all ahead of every slot (zero-copy: their parts)
+        self._mixed = False  # _out may hold file ranges and memoryviews (zero_copy.send_items sends it)
         self._sending = False
         self._sent: trio.Event | None = None  # made by the first to wait for a send under way
         self._wake = trio.Event()
@@ -137,6 +149,7 @@ class Connection:
             self._tls = TlsSession(self._ssl_context)
         elif self._ssl_context is not None:
             self._fd = None
+        self.zero_copy = self._fd is not None and self._ssl_context is None  # Fetch may answer with file ranges
         self.key = next(_keys)
         self.handed = 0  # slots at the head of the order handed to the fsync child
         self.hand_off_ok = self._fd is not None and self._ssl_context is None  # the child cannot speak TLS
@@ -186,6 +199,10 @@ class Connection:
             if self.slots:  # more answers pending: the writer's turn comes later and sends them together
                 self._wake.set()
                 return
+            if self._mixed:
+                if self._push() and self._out:
+                    self._wake.set()
+                return
             data = self._wire(self._out)
             try:
                 sent = os.write(fd, data)
@@ -222,6 +239,7 @@ class Connection:
             log.exception("connection %s failed; closing it", self.peer)
         finally:
             self.handler.connection_closed(self)
+            self._release_answers()
             if self._close_delay:  # a failed authentication: its answer is out; the close waits (KIP-306)
                 with trio.move_on_after(self._close_delay + 1):
                     await trio.sleep(self._close_delay)
@@ -440,6 +458,10 @@ class Connection:
         if self._sending:
             self._wake.set()
             return
+        if self._mixed:
+            if self._push() and self._out:
+                self._wake.set()
+            return
         data = self._wire(self._out)
         try:
             sent = os.write(self._fd, data)  # type: ignore[arg-type]
@@ -454,6 +476,45 @@ class Connection:
             return
         self._out = [self._rest(data, sent)]
         self._wake.set()
+
+    def _push(self) -> bool:
+        """Send the output list (file ranges among it) as far as the kernel takes it now; the rest stays at its
+        head. False: the send failed and the connection is ending (its answers released)."""
+        try:
+            self._out, by_sendfile = send_items(self._fd, self._out)  # type: ignore[arg-type]
+        except OSError as e:
+            self._send_failed(e)
+            return False
+        if by_sendfile:
+            self.handler.metrics.fetch_sendfile_bytes.inc(by_sendfile)
+        if not self._out:
+            self._mixed = False
+        return True
+
+    def _send_failed(self, error: OSError) -> None:
+        """A send of file ranges failed: nothing more may go out after a partial frame. A shrunk range is the
+        server's fault (a segment truncated under a pending answer): one warning, and the socket is shut
+        down at once; any other error is the peer's (reset, closed) and ends the connection as a write error
+        does."""
+        release(self._out)
+        self._out = []
+        self._mixed = False
+        if isinstance(error, RangeShrunk):
+            self.handler.connection_log.warning("closing connection %s (client %s): %s", self.peer,
+                                               self.client_id, error)
+            self._end(True)
+            self.abort()
+        else:
+            self._end(error)
+
+    def _release_answers(self) -> None:
+        """The connection ended: close the file ranges of every answer still held here."""
+        release(self._out)
+        self._out = []
+        self._mixed = False
+        for slot in self.slots:
+            if type(slot.frame) is Answer:
+                slot.frame.release()
 
     def _wire(self, out: list[bytes]) -> bytes:
         """The bytes for the socket of the output list: as they are, or (TLS) sealed into records; a partial
@@ -620,6 +681,25 @@ class Connection:
             except BlockingIOError:
                 await trio.lowlevel.wait_writable(fd)
 
+    async def _send_items(self, items: list) -> None:
+        """Send an output list holding file ranges, waiting for the socket as needed; whatever is left when
+        it fails or is cancelled is released."""
+        fd = self._fd
+        assert fd is not None
+        try:
+            while items:
+                try:
+                    items, by_sendfile = send_items(fd, items)
+                except RangeShrunk as e:
+                    self._send_failed(e)
+                    return
+                if by_sendfile:
+                    self.handler.metrics.fetch_sendfile_bytes.inc(by_sendfile)
+                if items:
+                    await trio.lowlevel.wait_writable(fd)
+        finally:
+            release(items)
+
     def _count_hot(self, hot: list[int], started: float) -> None:
         """Metrics of the requests one read answered on the hot path (all took the read's time)."""
         metrics = self.handler.metrics
@@ -663,8 +743,16 @@ class Connection:
         out = self._out
         while slots and slots[0].done:
             slot = slots.popleft()
-            if slot.frame is not None:
-                out.append(slot.frame)
+            frame = slot.frame
+            if frame is not None:
+                if type(frame) is Answer:  # a Fetch answer with file ranges (zero_copy.py)
+                    if self.zero_copy:
+                        out.extend(frame.parts)
+                        self._mixed = True
+                    else:  # not for this connection (the handler checks zero_copy): the copying path
+                        out.append(frame.materialize())
+                else:
+                    out.append(frame)
             request_done(slot.api_key, now - slot.started)
         self._room.set()
 
@@ -677,9 +765,13 @@ class Connection:
                 await self._sent.wait()
                 continue
             out, self._out = self._out, []
+            mixed, self._mixed = self._mixed, False
             self._sending = True
             try:
-                await self._send(self._wire(out))
+                if mixed:
+                    await self._send_items(out)
+                else:
+                    await self._send(self._wire(out))
             finally:
                 self._sending = False
                 sent, self._sent = self._sent, None

@@ -7,8 +7,11 @@ Rules:
   what ``ClientConnection`` names. So neither imports ``connection.py`` nor ``broker.py``; only the
   composition roots (``broker.py``, ``server.py``) know every part.
 - ``Slot``: a request's place in its connection's response order, and the token the core completes. Its
-  ``merge`` (authorization only) rewrites the handler's body before it is encoded. It is completed once (``complete`` with a body, ``complete_frame`` with a frame already encoded; later calls are
-  ignored); ``None`` means the request needs no response (Produce with acks=0). A completion from outside
+  ``merge`` (authorization only) rewrites the handler's body before it is encoded. It is completed once
+  (``complete`` with a body, ``complete_frame`` with a frame already encoded; later calls are ignored, a
+  frame that comes too late is dropped and its file ranges released); ``None`` means the request needs no
+  response (Produce with acks=0). A Fetch answer's frame may be a zero-copy ``Answer`` (parts, file ranges
+  among them: zero_copy.py), only on a connection whose ``zero_copy`` is true. A completion from outside
   the connection's own dispatching (``dispatching`` false: a rebalance, a durable write) wakes the
   connection, which sends what is ready in slot order (connection.py).
 - ``RequestHandler``: exactly what ``Connection`` reads of the broker: ``config`` (its limits, read once),
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
     from protocol.codec import Request
 
 
+Encoder = Callable[[int, int, int, dict[str, Any]], Any]  # (api key, version, correlation id, body) -> frame
+
+
 class ClientConnection(Protocol):
     """What a slot and the services use of the connection a request came on (connection.Connection)."""
 
@@ -44,6 +50,7 @@ class ClientConnection(Protocol):
     closed: bool  # ended, or being ended: nothing more is sent (a waiting fetch stops)
     handed: int  # slots at the head of the order handed to the fsync child (hand_off.py)
     hand_off_ok: bool  # false once the child could not write to it in full
+    zero_copy: bool  # a socket without TLS: a Fetch answer may carry file ranges (zero_copy.py)
 
     @property
     def fd(self) -> int | None: ...
@@ -66,23 +73,28 @@ class Slot:
         self.api_key = api_key
         self.version = version
         self.correlation_id = correlation_id
-        self.frame: bytes | None = None
+        self.frame: Any = None  # bytes, or a zero-copy Answer (zero_copy.py), once done; None: no response
         self.done = False
         self.started = started
         # set by authorization (security/api_acls.py): adds the denied resources' errors to the handler's body
         self.merge: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
-    def complete(self, body: dict[str, Any] | None) -> None:
-        """Complete with a response body (None: the request needs no response)."""
+    def complete(self, body: dict[str, Any] | None, encode: Encoder = codec.encode_response) -> None:
+        """Complete with a response body (None: the request needs no response); ``encode`` makes its frame
+        (zero_copy.encode_answer: a Fetch answer whose records may be file ranges)."""
         if not self.done:
             if body is not None and self.merge is not None:
                 body = self.merge(body)
             self.complete_frame(None if body is None else
-                                codec.encode_response(self.api_key, self.version, self.correlation_id, body))
+                                encode(self.api_key, self.version, self.correlation_id, body))
 
-    def complete_frame(self, frame: bytes | None) -> None:
-        """Complete with a response frame already encoded (a hot path's hand-built answer)."""
+    def complete_frame(self, frame: Any) -> None:
+        """Complete with a response frame already encoded (a hot path's hand-built answer; a zero-copy
+        ``Answer``). A slot already done drops it (an answer's file ranges are released)."""
         if self.done:
+            release = getattr(frame, "release", None)
+            if release is not None:
+                release()
             return
         self.frame = frame
         self.done = True

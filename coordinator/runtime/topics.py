@@ -14,6 +14,12 @@ Rules:
 - Fetch returns stored bytes below the high watermark (durable data only), LSO = high watermark, no aborted
   transactions, no fetch sessions (session id 0). It long-polls: it answers when ``min_bytes`` are available
   or ``max_wait_ms`` has passed, waking whenever a flush advances a high watermark.
+- Zero-copy (zero_copy.py): on a connection whose ``zero_copy`` is true (a socket without TLS) each
+  partition's stored bytes of at least ``zero_copy.MIN_RANGE`` are read as a file range
+  (``PartitionLog.read_range``) and the answer is encoded as parts (``zero_copy.encode_answer``); the
+  connection sends them by ``sendfile``. The same bytes as ``read`` gives, so every rule above holds alike
+  (limits, the first batch whole, the bounds, errors). A look that does not answer (a delayed fetch still
+  short of ``min_bytes``) releases its ranges; a closed connection, or one with TLS, gets bytes.
 - Topic names: 1-249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``.
 - Topic configs (``coordinator.core.topic_configs``): CreateTopics' ``configs`` are checked as Kafka checks
   them (INVALID_CONFIG naming the key, nothing created), stored with the topic (``TopicConfigStore``: written
@@ -47,7 +53,7 @@ import trio
 
 from coordinator.config import BY_NAME as SERVER_KEYS
 from coordinator.core import topic_configs as tc
-from coordinator.runtime import internal_topics
+from coordinator.runtime import internal_topics, zero_copy
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.runtime.topic_ids import TopicIds, stamp_fetch
 from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError, StorageError
@@ -144,6 +150,22 @@ def produce_rules_of(v: dict[str, Any], version: int) -> Rules:
                  timestamp_after_max_ms=None if after >= _NO_LIMIT else after,
                  compacted="compact" in v["cleanup.policy"],
                  target_codec=None if codec == "producer" else CODECS["none" if codec == "uncompressed" else codec])
+
+
+def _ranges_for(slot: Slot) -> bool:
+    """Whether a Fetch answer on ``slot``'s connection may carry file ranges (zero_copy.py)."""
+    conn = slot.conn
+    return getattr(conn, "zero_copy", False) and not conn.closed and not slot.done
+
+
+def _complete_fetch(slot: Slot, resp: dict[str, Any], ranges: bool) -> None:
+    """Answer a Fetch: as parts when its records may be file ranges (released if the slot is done already)."""
+    if not ranges:
+        slot.complete(resp)
+    elif slot.done:
+        zero_copy.release_body(resp)
+    else:
+        slot.complete(resp, zero_copy.encode_answer)
 
 
 class TopicService:
@@ -596,10 +618,13 @@ class TopicService:
             return
         deadline = trio.current_time() + max(0, body["max_wait_ms"]) / 1000
         woken = self.hw_advanced  # taken before looking, so an advance after the look cannot be missed
-        first = self._fetch_once(req)
+        ranges = _ranges_for(slot)
+        first = self._fetch_once(req, ranges)
         if first[1] >= max(1, body["min_bytes"]) or body["max_wait_ms"] <= 0 or first[2]:
-            slot.complete(first[0])
+            _complete_fetch(slot, first[0], ranges)
             return
+        if ranges:
+            zero_copy.release_body(first[0])
         if internal_topics.reads_offsets_topic(body):  # group commit does not wake fetchers: this does
             self.offsets_tail.watch(self.broker.nursery, slot, deadline)
         self.broker.nursery.start_soon(self._fetch_wait, req, slot, deadline, woken)
@@ -611,19 +636,24 @@ class TopicService:
                 while not slot.conn.closed:
                     await woken.wait()
                     woken = self.hw_advanced
-                    resp, size, error = self._fetch_once(req)
+                    ranges = _ranges_for(slot)
+                    resp, size, error = self._fetch_once(req, ranges)
                     if size >= min_bytes or error:
-                        slot.complete(resp)
+                        _complete_fetch(slot, resp, ranges)
                         return
+                    if ranges:  # no await since the look: nothing can cancel between it and this
+                        zero_copy.release_body(resp)
             if not slot.done:
-                slot.complete(self._fetch_once(req)[0])
+                ranges = _ranges_for(slot)
+                _complete_fetch(slot, self._fetch_once(req, ranges)[0], ranges)
         except Exception:  # runs in the connections' nursery: a bug here must not take the server down
             log.exception("delayed fetch failed")
             slot.conn.closed = True
             slot.complete(None)
 
-    def _fetch_once(self, req: Request) -> tuple[dict[str, Any], int, bool]:
-        """(response, bytes of records, whether an error should end the wait)."""
+    def _fetch_once(self, req: Request, ranges: bool = False) -> tuple[dict[str, Any], int, bool]:
+        """(response, bytes of records, whether an error should end the wait). ``ranges``: records of at
+        least ``zero_copy.MIN_RANGE`` bytes are file ranges (the caller sends or releases them)."""
         body = req.body
         budget = body.get("max_bytes", 0x7FFFFFFF)
         total = 0
@@ -655,8 +685,9 @@ class TopicService:
                 if offset >= hw or (budget <= 0 and total > 0):
                     continue
                 limit = min(p["partition_max_bytes"], max(budget, 1))
-                try:
-                    data = plog.read(offset, limit, upper_bound=hw)  # hw: a journaled log's passes its recovery point
+                try:  # hw: a journaled log's passes its recovery point
+                    data = plog.read_range(offset, limit, upper_bound=hw, min_range=zero_copy.MIN_RANGE) \
+                        if ranges else plog.read(offset, limit, upper_bound=hw)
                 except OffsetOutOfRangeError:
                     res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                     any_error = True

@@ -3,7 +3,8 @@
 Rules:
 - Every write-side operation of the storage engine (open, write, fsync, rename, truncate, unlink,
   directory fsync) goes through a `FileSystem`; tests subclass it to inject EIO on write or fsync.
-- Reads use `pread` on file descriptors; they go through the same object.
+- Reads use `pread` on file descriptors; they go through the same object, and so does `dup`, which a file
+  range (file_range.py) takes of a segment's descriptor to keep its bytes readable after the segment goes.
 - `write_atomic` is the one way to create a small file whose content must be all-or-nothing:
   write to `<path>.tmp`, fsync it, rename over `path`, fsync the directory.
 """
@@ -30,6 +31,10 @@ class FileSystem:
 
     def pread(self, fd: int, size: int, offset: int) -> bytes:
         return os.pread(fd, size, offset)
+
+    def dup(self, fd: int) -> int:
+        """A new descriptor of the same open file (not inherited by child processes)."""
+        return os.dup(fd)
 
     def fsync(self, fd: int) -> None:
         # fdatasync: the data and the metadata needed to read it back (the size); timestamps may lag.

@@ -40,6 +40,12 @@ Rules and invariants:
   append races the roll), as a log always has a segment, so then log start = log end = the new empty active
   segment's base offset. Retention advances the log start offset; the checkpoint file (`recovery-point`,
   written atomically) records both offsets.
+- Reads: ``read`` copies stored batches into memory; ``read_range`` may name them instead as a
+  ``FileRange`` (file_range.py), holding a dup of the segment's descriptor taken under ``_lock`` (every
+  close of a segment's descriptor happens after the segment left ``_segments`` under ``_lock``, or under
+  it). A range stays readable after retention deletes its segment or the cleaner renames over it; a
+  truncation in place (``truncate_to``, and recovery's cut of a torn tail) bumps the segment's
+  ``truncations`` before cutting, which invalidates earlier ranges of it.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from protocol.record_batch import (
 )
 
 from .errors import LogClosedError, LogOfflineError, OffsetOutOfRangeError, StorageError
+from .file_range import FileRange
 from .fs import FileSystem
 from .index import OffsetIndex, decode_index_file, encode_index_file
 from .leader_epochs import FILE_NAME as EPOCH_FILE
@@ -73,8 +80,8 @@ from .segment import (
     INDEX_SUFFIX,
     Segment,
     iter_batches,
+    locate_batches,
     parse_segment_name,
-    read_batches_from,
     scan,
     segment_file_name,
 )
@@ -226,6 +233,7 @@ class PartitionLog:
             "segment(s)", self.directory, error, seg.log_path, file_size - seg.size, seg.next_offset,
             len(later_bases),
         )
+        seg.truncations += 1
         self.fs.ftruncate(seg.fd, seg.size)
         self._unlink_if_exists(seg.index_path)
         for base in later_bases:
@@ -543,23 +551,53 @@ class PartitionLog:
         if larger than `max_bytes`, none at or beyond `upper_bound` (default: the high watermark).
         Returns b"" at the end; raises OffsetOutOfRangeError outside [log start, log end]."""
         with self._lock:
-            if self._closed:
-                raise LogClosedError(f"partition log {self.directory} is closed")
-            upper = max(self._recovery_point, self._durable_elsewhere) if upper_bound is None else \
-                min(upper_bound, self.log_end_offset)
-            if offset < self._log_start or offset > self.log_end_offset:
-                raise OffsetOutOfRangeError(
-                    f"offset {offset} outside [{self._log_start}, {self.log_end_offset}] in {self.directory}"
-                )
-            for seg in self._segments[self._segment_index(offset):]:
-                if seg.base_offset >= upper:
-                    break
-                if seg.next_offset <= offset:
-                    continue
-                data = read_batches_from(self.fs, seg, offset, max_bytes, upper)
-                if data:
-                    return data
-            return b""
+            seg, found = self._locate_locked(offset, max_bytes, upper_bound)
+            if found is None:
+                return b""
+            start, stop = found
+            return self.fs.pread(seg.fd, stop - start, start)
+
+    def read_range(self, offset: int, max_bytes: int, *, upper_bound: int | None = None,
+                   min_range: int = 0) -> bytes | FileRange:
+        """What ``read`` returns, as a ``FileRange`` (file_range.py: a dup of the segment's descriptor, the
+        caller's to close) when it is at least ``min_range`` bytes, else as bytes (b"" at the end). The same
+        bytes either way. Out of descriptors (EMFILE), it reads them into memory instead."""
+        with self._lock:
+            seg, found = self._locate_locked(offset, max_bytes, upper_bound)
+            if found is None:
+                return b""
+            start, stop = found
+            if stop - start >= min_range:
+                try:  # under the lock: a segment still listed has its descriptor open (see Reads)
+                    return FileRange(self.fs.dup(seg.fd), start, stop - start, seg)
+                except OSError as exc:
+                    log.debug("partition %s: no descriptor for a file range (%s); reading it", self.directory,
+                              exc)
+            return self.fs.pread(seg.fd, stop - start, start)
+
+    def _locate_locked(self, offset: int, max_bytes: int, upper_bound: int | None
+                       ) -> tuple[Segment, tuple[int, int] | None]:
+        """The segment and byte range ``read`` returns (range None: nothing to read); the caller holds the
+        lock."""
+        if self._closed:
+            raise LogClosedError(f"partition log {self.directory} is closed")
+        upper = max(self._recovery_point, self._durable_elsewhere) if upper_bound is None else \
+            min(upper_bound, self.log_end_offset)
+        if offset < self._log_start or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} outside [{self._log_start}, {self.log_end_offset}] in {self.directory}"
+            )
+        segments = self._segments
+        first = self._segment_index(offset)
+        for seg in segments[first:]:
+            if seg.base_offset >= upper:
+                break
+            if seg.next_offset <= offset:
+                continue
+            found = locate_batches(self.fs, seg, offset, max_bytes, upper)
+            if found is not None:
+                return seg, found
+        return segments[first], None
 
     def _segment_index(self, offset: int) -> int:
         lo, hi = 0, len(self._segments)
@@ -837,6 +875,7 @@ class PartitionLog:
                         break
                 doomed = self._segments[i + 1:]
                 del self._segments[i + 1:]
+                seg.truncations += 1  # before the cut: file ranges made earlier see it (file_range.py)
             try:
                 for old in doomed:
                     self.fs.close(old.fd)

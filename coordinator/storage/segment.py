@@ -7,7 +7,13 @@ Rules:
 - `scan` is the recovery loop: it walks batches from a position, checks framing always and the CRC for
   batches whose last offset is >= `verify_from`, rebuilds the index, and stops at the first bad or partial
   batch, reporting why. It reads in large chunks so 1M small batches take about a second.
-- Segments are mutated only by their `PartitionLog` (appends at `size`, truncation at recovery).
+- Segments are mutated only by their `PartitionLog` (appends at `size`, truncation at recovery and by
+  `truncate_to`); every truncation in place bumps `truncations` first, so a file range made earlier
+  (file_range.py) can tell its bytes may have changed.
+- `locate_batches` walks batch headers only (base offset, length, lastOffsetDelta): it reads a small chunk
+  where batches are large (one header is all it needs of each) and grows the chunk while batches are small,
+  so finding a 1 MB batch does not read that megabyte; `read_batches_from` is `locate_batches` plus one
+  pread of the range found.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from .index import IndexSummary, OffsetIndex
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 SCAN_CHUNK = 4 * 1024 * 1024
+LOCATE_CHUNK = 8192  # first read of a header walk (and again after a batch larger than the chunk)
 _HEAD = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta (bytes 0-26 of a header)
 
 
@@ -55,6 +62,7 @@ class Segment:
     next_offset: int = -1
     max_timestamp: int = -1
     dirty: bool = False  # bytes written since the last fsync
+    truncations: int = 0  # truncations in place so far (file ranges made before one are no longer valid)
 
     def __post_init__(self) -> None:
         if self.next_offset < 0:
@@ -165,38 +173,56 @@ def iter_batches(fs: FileSystem, seg: Segment, start: int, chunk: int = 65536) -
         pos += p
 
 
-def read_batches_from(
+def locate_batches(
     fs: FileSystem, seg: Segment, offset: int, max_bytes: int, upper: int
-) -> bytes:
-    """Bytes of whole batches starting at the batch that contains `offset` (or the first batch after it),
-    holding at least one batch, at most `max_bytes` otherwise, none whose base offset is >= `upper`.
+) -> tuple[int, int] | None:
+    """(start, stop) byte positions of whole batches starting at the batch that contains `offset` (or the
+    first batch after it), holding at least one batch, at most `max_bytes` otherwise, none whose base offset
+    is >= `upper`; None when there is no such batch.
 
-    Walks headers only (base offset, length, lastOffsetDelta) from the index position, then reads the
-    chosen byte range with one pread."""
+    Walks headers only, from the index position: a chunk of LOCATE_CHUNK bytes first; a chunk whose batches
+    all ended inside it (small batches) makes the next one 4x larger, up to max(64 KiB, max_bytes capped at
+    16 MiB); a batch that ran past the chunk's end (a large batch) starts the next read at the batch after
+    it, LOCATE_CHUNK bytes again."""
     start = stop = -1
     pos = seg.index.lookup(offset)
     end = seg.size
-    chunk_size = max(65536, min(max_bytes, 16 << 20))
+    cap = max(65536, min(max_bytes, 16 << 20))
+    want = LOCATE_CHUNK
+    head_size = _HEAD.size
+    unpack_from = _HEAD.unpack_from
     while pos < end:
-        data = fs.pread(seg.fd, min(chunk_size, end - pos), pos)
+        data = fs.pread(seg.fd, min(want, end - pos), pos)
         n = len(data)
         p = 0
-        while n - p >= _HEAD.size:
-            base, length, lod = _HEAD.unpack_from(data, p)
+        while n - p >= head_size:
+            base, length, lod = unpack_from(data, p)
             size = length + LOG_OVERHEAD
             if start < 0:
                 if base + lod >= offset:
                     if base >= upper:
-                        return b""
+                        return None
                     start, stop = pos + p, pos + p + size
             elif base >= upper or pos + p + size - start > max_bytes:
-                return fs.pread(seg.fd, stop - start, start)
+                return start, stop
             else:
                 stop = pos + p + size
             p += size
         if p == 0:
             break
+        want = LOCATE_CHUNK if p > n else min(want * 4, cap)
         pos += p
     if start < 0:
+        return None
+    return start, stop
+
+
+def read_batches_from(
+    fs: FileSystem, seg: Segment, offset: int, max_bytes: int, upper: int
+) -> bytes:
+    """The bytes of ``locate_batches``' range, read with one pread (b"" when there is none)."""
+    found = locate_batches(fs, seg, offset, max_bytes, upper)
+    if found is None:
         return b""
+    start, stop = found
     return fs.pread(seg.fd, stop - start, start)
