@@ -7,6 +7,8 @@ Modules, one concept each:
 - ``election``: leader election and ISR on broker loss/return (Kafka's controller rules). Pure.
 - ``replica_state``: a leader's follower progress, high watermark and ISR changes (Kafka's Partition). Pure.
 - ``zk``: the only module that imports kazoo; every call has a timeout; fenced writes.
+- ``crash_detector``: fast failover, telling a peer whose process is gone (its listener refuses connects)
+  from a slow, stopped or partitioned one, and when to remove its registration. Pure.
 - ``controller``: the elected controller's reconcile loop (reads ZooKeeper, applies ``election``).
 - ``member``: one node's part (register, run for controller, watch partition state, follow leadership).
 

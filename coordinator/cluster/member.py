@@ -12,6 +12,11 @@ Rules:
 - Session LOST: this node gives up every leadership at once (serves no group) until a fresh snapshot from
   a new session says otherwise. SUSPENDED (connection lost, session maybe alive) calls ``on_suspended(True)``
   at once: replication acknowledges nothing until the session is CONNECTED again (``on_suspended(False)``).
+- Registration gone while the session lives (a peer took this node for crashed: fast failover,
+  ``crash_detector``; a stopped process that wakes, or a false positive): one WARNING line, every leadership
+  given up at once as on LOST (waiting acknowledgements fail, groups unload), then it registers again with
+  the same session and follows the next snapshot, where the controller may have elected others (what it led
+  is fenced by their newer leader epochs and by the version-checked ISR writes).
 - ``close`` (controlled shutdown, then stop) gives up every leadership and closes the session, so the
   controller moves them to other in-sync replicas at once; the loop does nothing after it.
 - The offsets topic is created lazily, as Kafka does: the first FindCoordinator (or Metadata naming it)
@@ -40,6 +45,11 @@ Rules:
   also wakes when the controller's imbalance check is due (every ``leader.imbalance.check.interval.seconds``)
   and runs ``Controller.rebalance`` on a turn whose ``step`` had nothing to write, never after ``close``
   (checked again after the snapshot read, so a leaving controller writes nothing).
+- Fast failover (``remove_crashed``): once replication confirmed that a peer's process is gone
+  (``crash_detector``), this node deletes the peer's registration (and ``/controller`` if the peer held it)
+  if the session it last read as the owner (``broker_owners``, published with each view) still owns it
+  (``ZkStore.remove_broker``). The controller then acts as on that session's expiry. One WARNING line names
+  the peer, what was observed and what was done (INFO when another node had removed it already).
 - Metrics (read at scrape time, ``cluster_stats``): ``leader_elections`` sums what this node's controller
   terms elected (preferred-leader moves included); ``controller_changes`` counts the published views whose
   controller (id, epoch) differs from the last one this node saw (the first one seen is not a change);
@@ -61,6 +71,7 @@ from coordinator.storage_errors import StartupError
 
 from .assignment import assign_replicas
 from .controller import FIRST_REBALANCE_DELAY_S, Controller
+from .crash_detector import Crashed
 from .state import NO_LEADER, BrokerInfo, ClusterView, broker_info, change_sequence, expired_changes
 from .zk import Snapshot, TopicConfig, ZkError, ZkStore
 
@@ -95,6 +106,8 @@ class ClusterMember:
         self.on_suspended: Callable[[bool], None] = lambda _s: None  # replication: stop acknowledging at once
         self.closed = False
         self.state_versions: dict[tuple[str, int], int] = {}  # partition-state znode versions of ``view``
+        self.broker_owners: dict[int, int] = {}  # node id -> session owning its registration, as of ``view``
+        self._registered_session: int | None = None  # the session this node registered with last
         self.topic_configs: dict[str, dict[str, str]] = {}  # user topic -> its overrides (ZooKeeper's)
         self._config_zxids: dict[str, int] = {}  # user topic -> mzxid of the config in ``topic_configs``
         self._last_change = -1  # sequence of the last config change notification processed
@@ -128,9 +141,7 @@ class ClusterMember:
         if self.closed:
             return
         self.closed = True
-        self.view = ClusterView()
-        self.on_replicas(self.view)
-        self.on_leadership(set())
+        self._give_up()
         await self.zk.close()
 
     def _on_state(self, state: str) -> None:  # kazoo's thread
@@ -146,11 +157,16 @@ class ClusterMember:
             self.on_suspended(state == "SUSPENDED")
             if state == "LOST":
                 self.controller = None
-                self.view = ClusterView()
-                self.on_replicas(self.view)
-                self.on_leadership(set())
+                self._give_up()
             self._wake.set()
         self.zk.signal(on_trio)
+
+    def _give_up(self) -> None:
+        """Lead nothing, follow nothing, until the next published view."""
+        self.view = ClusterView()
+        self.broker_owners = {}
+        self.on_replicas(self.view)
+        self.on_leadership(set())
 
     def _on_watch(self, _event: object) -> None:  # kazoo's thread
         self.zk.signal(self._wake.set)
@@ -232,6 +248,28 @@ class ClusterMember:
             return 0
         return sum(1 for t, parts in view.assignments.items() for p in parts if view.leader(t, p) < 0)
 
+    async def remove_crashed(self, crashed: Crashed, address: str) -> bool:
+        """Fast failover: remove the registration of a peer whose crash replication confirmed (see the module
+        rules); True when this node removed it."""
+        node = crashed.node_id
+        if self.closed or node == self.node_id:
+            return False
+        try:
+            controller = await self.zk.remove_broker(node, crashed.owner)
+        except ZkError as e:
+            log.warning("node %s (%s) looks crashed (%s), but removing its registration failed: %s", node, address,
+                        crashed.observed, e)
+            return False
+        if controller is None:
+            log.info("node %s (%s) looks crashed (%s); its registration of session 0x%x is gone already", node,
+                     address, crashed.observed, crashed.owner)
+            return False
+        log.warning("node %s (%s) crashed: %s; removed its registration (ZooKeeper session 0x%x)%s, so its "
+                    "leaderships move now, not at its session's expiry", node, address, crashed.observed,
+                    crashed.owner, " and /controller" if controller else "")
+        self._wake.set()
+        return True
+
     def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
         leader = self.view.leader(topic, partition)
         return None if leader == NO_LEADER else self.view.brokers.get(leader)
@@ -268,6 +306,7 @@ class ClusterMember:
         while True:
             try:
                 await self.zk.register_broker(self.me)
+                self._registered_session = self.zk.session_id()
                 log.info("registered as broker %s (%s, rack %s)", self.node_id, ", ".join(
                     f"{n}://{h}:{p}" for n, h, p in self.me.endpoints) or f"{self.me.host}:{self.me.port}",
                     self.rack)
@@ -299,6 +338,12 @@ class ClusterMember:
         if session is None:
             return False
         if snap.broker_owners.get(self.node_id) != session:
+            if session == self._registered_session:  # removed under a live session: taken for crashed
+                self._registered_session = None
+                log.warning("this node's registration /brokers/ids/%s was removed while its ZooKeeper session "
+                            "0x%x lives (a peer took it for crashed): giving up every leadership, then "
+                            "registering again", self.node_id, session)
+                self._give_up()
             return await self._reregister()
         view = snap.view
         if view.controller_id == -1:
@@ -338,6 +383,7 @@ class ClusterMember:
             self._config_zxids.pop(topic, None)
         self.deleting = set(snap.deleting)
         self.state_versions = snap.state_versions
+        self.broker_owners = dict(snap.broker_owners)
         self._publish(view)
         return False
 
@@ -387,7 +433,9 @@ class ClusterMember:
         assert self.me is not None
         try:
             await self.zk.register_broker(self.me)
-            log.info("registered again as broker %s with a new ZooKeeper session", self.node_id)
+            self._registered_session = self.zk.session_id()
+            log.info("registered again as broker %s (ZooKeeper session 0x%x)", self.node_id,
+                     self._registered_session or 0)
             return True
         except NodeExistsError:
             log.warning("broker %s is still registered by an older session; waiting for it to expire",

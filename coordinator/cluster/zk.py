@@ -15,6 +15,12 @@ Rules:
   is still the one this controller wrote (Kafka's ``checkControllerAndEpoch``), and updates a state znode
   only at the version it was read at. A leader's own ISR change (``update_isr``) is checked against the state
   znode's version alone, as Kafka's leader wrote it.
+- Fast failover (``remove_broker``): a crashed peer's ephemerals (``/brokers/ids/<id>``, and ``/controller``
+  if it held it) are deleted by a peer that confirmed the crash, only when their ``ephemeralOwner`` is the
+  session it saw registered, each at the version read, in one transaction. ZooKeeper cannot check an owner
+  in a transaction: a session that expired and a new registration made in the milliseconds between the read
+  and the delete would lose that fresh registration; its node then registers again (``member``) and the
+  fencing that makes any false positive safe (leader epochs, version-checked ISR writes) holds.
 - Topic configs (Kafka's ``AdminZkClient.changeTopicConfig``): ``write_topic_config`` sets
   ``/config/topics/<t>`` at the version it was read at, checks ``/brokers/topics/<t>`` still exists and
   creates the sequential change notification, in one transaction. A topic's growth (CreatePartitions,
@@ -203,6 +209,26 @@ class ZkStore:
             raise
         except KazooException as e:
             raise ZkError(f"{type(e).__name__}: {e}") from None
+
+    async def remove_broker(self, node_id: int, owner: int) -> bool | None:
+        """Fast failover (``crash_detector``): delete ``/brokers/ids/<id>``, and ``/controller`` when the same
+        session holds it, only while session ``owner`` owns them: what the session's expiry would delete.
+        Returns whether ``/controller`` went too, or None when nothing was removed: the registration is gone
+        or is another session's (the peer left, was removed by another node, or registered again)."""
+        client, path = self.client, self._p(broker_path(node_id))
+        stat = await self._try(client.exists_async(path))
+        if stat is None or stat.ephemeralOwner != owner:
+            return None
+        held = await self._try(client.exists_async(self._p(CONTROLLER)))
+        with_controller = held is not None and held.ephemeralOwner == owner
+        txn = client.transaction()
+        txn.delete(path, version=stat.version)
+        if with_controller:
+            txn.delete(self._p(CONTROLLER), version=held.version)
+        results = await self._try(txn.commit_async())
+        if any(isinstance(r, Exception) for r in results):  # gone (or changed) since it was read
+            return None
+        return with_controller
 
     # ---------------------------------------------------------------- controller
     async def elect_controller(self, node_id: int) -> tuple[int, int] | None:

@@ -32,6 +32,10 @@ Rules:
   partitions with news. A leader that keeps no session (id 0) gets full requests; one that lost ours
   (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) gets a new one. A new connection starts a new
   session.
+- Fast failover (``replication.peer_trouble``): a connect that failed (OSError) and a connection reset or
+  closed by the leader (``trio.BrokenResourceError``) are reported, as signs that its process may be gone
+  (replication probes its listener; only refused connects count). A timeout (a slow or stopped leader), a
+  protocol error or a refused login is not reported.
 - Errors back off (``BACKOFF_S`` doubling to ``MAX_BACKOFF_S``); a partition the leader refuses
   (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) waits for the next view. ``follow``
   replaces the partition set (a changed epoch marks a partition for truncation); ``stop`` ends the task.
@@ -199,6 +203,12 @@ class ReplicaFetcher:
                     cause = e.__cause__ if isinstance(e, trio.BrokenResourceError) and e.__cause__ else e
                     self._problems.warning("fetching from node %s (%s) %s failed: %r", self.leader.node_id,
                                            f"{at[0]}:{at[1]}" if at else "?", peer.who, cause)
+                    if isinstance(e, OSError):  # fast failover: maybe nothing listens there any more
+                        self.replication.peer_trouble(self.leader.node_id, f"replica fetch connect failed ({e})")
+                    elif isinstance(e, trio.BrokenResourceError):  # reset, or closed by the leader
+                        how = "reset" if isinstance(cause, ConnectionResetError) else \
+                            "closed by the leader" if cause is e else f"broken ({cause!r})"
+                        self.replication.peer_trouble(self.leader.node_id, f"replica fetch connection {how}")
                     await trio.sleep(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
 

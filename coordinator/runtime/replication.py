@@ -31,6 +31,21 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
 - ISR: every ``ISR_CHECK_S`` (and at once when a follower catches up) each led partition's ISR change is
   written to its state znode with a version check (``ZkStore.update_isr``); a lost check fences the
   partition (it answers NOT_LEADER_OR_FOLLOWER, its waiters fail) until a view brings a new state.
+- Fast failover (issue #35, ``coordinator.cluster.crash_detector`` decides, this module probes, the member
+  acts; ``zookeeper.fast.failover.enable``): a replica fetcher whose connection to its leader was reset or
+  closed by it, or whose connect failed, and the ISR check finding an in-sync follower that has fetched
+  nothing for ``QUIET_MS``, report the peer (``peer_trouble``). A suspicion the detector lets through is
+  probed: a plain TCP connect to the peer's inter-broker listener (every address it resolves to, each
+  bounded by ``PROBE_TIMEOUT_S``), once more ``CONFIRM_MS`` after a first refusal; two refusals make
+  ``ClusterMember.remove_crashed`` delete the peer's registration (if its session still owns it), and the
+  controller moves its leaderships as on a session expiry. One probing task per peer at a time.
+  A slow, stopped or partitioned peer never refuses (its kernel keeps its listening socket, or nothing
+  answers at all): it waits out its session, as before. If a live node is removed all the same, nothing
+  acknowledged is lost: it gives up its leaderships as soon as it sees it (``member``), and until then what
+  it still leads cannot be acknowledged past what its in-sync followers hold (they follow the new leader
+  epoch and their fetches to it are fenced), nor can it shrink the ISR to itself (the controller's write
+  moved the state znode's version: the lost check fences the partition). An acks=1 write it takes in that
+  moment is answered and may be lost, as on any deposed Kafka leader (acks=1 waits for no follower).
 - Nothing here runs in single-node mode: the broker creates it only when ``zookeeper.connect`` is set.
 - Metrics (``cluster_stats``, read at scrape time from the metrics thread, on copies): ISR shrinks and
   expands count every change of a led partition's ISR, whether this leader wrote it (a follower fell
@@ -42,7 +57,9 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from coordinator.cluster.crash_detector import MAX_PROBES, REACHABLE, REFUSED, UNKNOWN, CrashDetector, Crashed
 from coordinator.cluster.fetch_sessions import FetchContext, FetchSessions, SessionPartition
 from coordinator.cluster.replica_state import LeaderReplicaState
 from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState, TopicPartition
@@ -75,6 +93,8 @@ log = logging.getLogger("groupcoord.replication")
 
 ISR_CHECK_S = 0.25
 TIMEOUT_CHECK_S = 0.1
+QUIET_MS = 1_500  # an in-sync follower that has not fetched for this long is suspected (fetches wait 0.5 s)
+PROBE_TIMEOUT_S = 1.0  # fast failover: a probe connect that takes longer is no evidence
 Callback = Callable[[Exception | None], None]
 OpenLog = Callable[[str, int], "PartitionLog | None"]
 
@@ -153,6 +173,8 @@ class Replication:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.suspended = False  # the ZooKeeper session is SUSPENDED: nothing is acknowledged
+        self.fast_failover: bool = config.get("zookeeper.fast.failover.enable", True)
+        self.crashes = CrashDetector()  # fast failover: which peers to probe, and when one crashed
         member.on_replicas = self.on_view
         member.on_suspended = self.set_suspended
 
@@ -289,13 +311,57 @@ class Replication:
             self._isr_wake = trio.Event()
             now = _now_ms()
             live = set(self.member.view.brokers)
+            quiet: dict[int, str] = {}  # fast failover: in-sync followers that stopped fetching
             for tp, st in list(self.leaders.items()):
                 plog = self.logs.get(tp)
                 if plog is None or tp in self.fenced:
                     continue
+                for r in st.isr:
+                    f = st.followers.get(r)
+                    silent = now - max(f.last_fetch_ms, st.now_ms) if f is not None else 0
+                    if silent > QUIET_MS and r not in quiet:
+                        quiet[r] = f"in-sync follower of {tp[0]}-{tp[1]} has not fetched for {silent} ms"
                 new = st.isr_change(plog.log_end_offset, now, self.lag_max_ms, live)
                 if new is not None:
                     await self._write_isr(tp, st, new)
+            for r, why in quiet.items():
+                self.peer_trouble(r, why, broken=False)
+
+    # ---------------------------------------------------------------- fast failover
+    def peer_trouble(self, node_id: int, what: str, broken: bool = True) -> None:
+        """A sign that peer ``node_id``'s process may be gone (see the module rules): probe it when the
+        detector says so. ``broken``: a connection to it broke or a connect failed (else: it went quiet)."""
+        member = self.member
+        if not self.fast_failover or self._nursery is None or member.closed or node_id == self.node_id:
+            return
+        owners, now = member.broker_owners, _mono_ms()
+        self.crashes.retain({n: s for n, s in owners.items() if n != self.node_id}, now)
+        owner = owners.get(node_id)
+        info = member.view.brokers.get(node_id)
+        if owner is None or info is None:
+            return
+        if self.crashes.suspect(node_id, owner, what, now, broken):
+            self._nursery.start_soon(self._probe_peer, node_id, owner, info)
+
+    async def _probe_peer(self, node_id: int, owner: int, info: BrokerInfo) -> None:
+        at = info.endpoint(self.peer.listener)
+        address = f"{at[0]}:{at[1]}" if at is not None else f"no {self.peer.listener} listener"
+        try:
+            for _ in range(MAX_PROBES):
+                outcome = UNKNOWN if at is None else await probe_listener(at[0], at[1], PROBE_TIMEOUT_S)
+                log.debug("probe of node %s (%s): %s", node_id, address, outcome)
+                verdict = self.crashes.probed(node_id, owner, outcome, _mono_ms())
+                if isinstance(verdict, Crashed):
+                    if await self.member.remove_crashed(verdict, address):
+                        self.crashes.removed(node_id, owner, _mono_ms())
+                    return
+                if verdict is None:
+                    return
+                await trio.sleep(verdict / 1000)
+        except Exception:  # runs in replication's nursery: a bug here must not take the server down
+            log.exception("probing node %s (%s) failed", node_id, address)
+        finally:
+            self.crashes.done(node_id, owner, _mono_ms())
 
     async def _write_isr(self, tp: TopicPartition, st: LeaderReplicaState, isr: tuple[int, ...]) -> None:
         st.pending_isr = isr
@@ -613,6 +679,37 @@ def _answer(ctx: FetchContext, served: list[tuple[TopicPartition, SessionPartiti
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _mono_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+async def probe_listener(host: str, port: int, timeout_s: float) -> str:
+    """Fast failover's probe: a plain TCP connect to a peer's listener, closed at once (no request, no TLS).
+    ``REFUSED`` when every address ``host`` resolves to refused it (nothing listens: the process is gone),
+    ``REACHABLE`` when one accepted it (a stopped process's kernel still does), else ``UNKNOWN``."""
+    try:
+        with trio.fail_after(timeout_s):
+            infos = await trio.socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, trio.TooSlowError):
+        return UNKNOWN
+    refused = 0
+    for family, kind, proto, _, address in infos:
+        try:
+            sock = trio.socket.socket(family, kind, proto)
+        except OSError:  # out of descriptors, say: no evidence
+            continue
+        try:
+            with trio.move_on_after(timeout_s):
+                await sock.connect(address)
+                return REACHABLE
+        except OSError as e:
+            if e.errno == errno.ECONNREFUSED:
+                refused += 1
+        finally:
+            sock.close()
+    return REFUSED if infos and refused == len(infos) else UNKNOWN
 
 
 def _call(callback: Callback, error: Exception | None) -> None:

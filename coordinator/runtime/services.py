@@ -14,8 +14,9 @@ Rules:
   cluster mode: leadership checks, the replicated high watermark, acks=all answers, follower fetches, the
   topic admin APIs and the topics' config overrides (ZooKeeper's).
 - ``FollowerReplication``: what a follower's fetcher reads and tells of its node's replication: the
-  followed logs, the high watermark its leader announced, the node's group commit (its journal), and the
-  hooks run once fetched batches are durable or after a log was cut back.
+  followed logs, the high watermark its leader announced, the node's group commit (its journal), the
+  hooks run once fetched batches are durable or after a log was cut back, and ``peer_trouble`` (its
+  connection to the leader broke: fast failover probes the leader).
 """
 
 from __future__ import annotations
@@ -97,3 +98,5 @@ class FollowerReplication(Protocol):
     commit: GroupCommit | None  # the node's group commit (a follower's small appends go through its journal)
     on_follower_append: Callable[[PartitionLog, list[memoryview]], None]  # the fetched batches are durable here
     on_follower_truncate: Callable[[PartitionLog], None]  # the log was cut back
+
+    def peer_trouble(self, node_id: int, what: str, broken: bool = True) -> None: ...  # maybe crashed: probe it

@@ -5,6 +5,7 @@ Every wait is bounded (a deadline and a poll interval); every process is stopped
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -18,10 +19,15 @@ from server_process import ServerProcess  # noqa: E402
 from client.connection import BrokerConnection  # noqa: E402
 from client.errors import KafkaError  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import zookeeper_process  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 METADATA, OFFSET_COMMIT, FIND_COORDINATOR, JOIN_GROUP = 3, 8, 10, 11
 OFFSETS_TOPIC = "__consumer_offsets"
 SESSION_TIMEOUT_MS = 3000  # ZooKeeper (tickTime 500) allows 1000..10000
+DEFAULT_SESSION_TIMEOUT_MS = 18000  # the server's default zookeeper.session.timeout.ms (LongSessionZooKeeper)
 
 T = TypeVar("T")
 
@@ -108,3 +114,41 @@ def commit_offset(node: ServerProcess, group: str, topic: str = "t", offset: int
 
 def logs(nodes: dict[int, ServerProcess]) -> str:
     return "\n".join(f"--- node {i} ---\n{n.log()[-3000:]}" for i, n in nodes.items())
+
+
+class LongSessionZooKeeper(zookeeper_process.ZooKeeperProcess):
+    """A ZooKeeper that grants the server's default 18 s session (``maxSessionTimeout`` 30 s): the shared one
+    (tickTime 500) clamps sessions to 10 s. Otherwise started (and stopped by its PID) as ZooKeeperProcess."""
+
+    MAX_SESSION_TIMEOUT_MS = 30000
+
+    def start(self, timeout: float = 30.0, same_port: bool = False) -> LongSessionZooKeeper:
+        if not zookeeper_process.ZOOKEEPER_JAR.exists():
+            return super().start(timeout, same_port)  # type: ignore[return-value]  # (its clear error)
+        if not (same_port and self.port):
+            self.port = zookeeper_process.free_port()
+        data = self.dir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        cfg = self.dir / "zoo.cfg"
+        cfg.write_text(f"tickTime=500\ndataDir={data}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+                       f"maxSessionTimeout={self.MAX_SESSION_TIMEOUT_MS}\nadmin.enableServer=false\n"
+                       "4lw.commands.whitelist=ruok,srvr,mntr\nmaxClientCnxns=200\n")
+        self.log_path = self.dir / "zookeeper.log"
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                ["java", "-Xms32m", "-Xmx256m", "-cp",
+                 f"{zookeeper_process.ZOOKEEPER_JAR}:{zookeeper_process.SLF4J_JAR}",
+                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)],
+                cwd=self.dir, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("ZooKeeper exited at startup:\n" + self.log())
+            try:
+                if "Mode:" in zookeeper_process.four_letter(self.port, "srvr"):
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("ZooKeeper did not become ready in time:\n" + self.log())
