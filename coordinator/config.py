@@ -79,8 +79,9 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.max.committed", int, 20_000_000, "Most committed offsets kept (ours; ~128 B each): past it a "
         "group with no committed offsets gets POLICY_VIOLATION for its commits; groups with offsets keep "
         "committing and may add up to 10 percent more.", 1),
-    Key("offsets.load.worker.min.bytes", int, 16 << 20, "Loading offsets partitions holding at least this many "
-        "bytes decodes them in a second process while it replays (ours; 0 always, -1 never).", -1),
+    Key("offsets.load.worker.min.bytes", int, -1, "Loading offsets partitions holding at least this many "
+        "bytes decodes them in a second process while it replays (ours; 0 always, -1 never: the default, as "
+        "it only helps with a core to spare).", -1),
     Key("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame; larger closes.", 1024),
     Key("max.connections", int, 10_000, "Most open client connections.", 1),
     Key("max.inflight.requests.per.connection", int, 100, "Requests read ahead per connection (ours).", 1),
