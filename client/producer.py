@@ -21,8 +21,10 @@ Rules and invariants:
   of it is in flight (Kafka's max.in.flight=1 ordering guarantee, without idempotence).
 - Responses are read by one waiter thread per node, in request order. Per partition: success completes the
   futures with ``base_offset + i``; a retriable error (or a lost connection / timeout) puts the batch back at
-  the head of its partition after ``retry_backoff_ms`` and refreshes metadata, at most ``retries`` times;
-  anything else fails the batch's futures with ``client.errors.error_for(code)``.
+  the head of its partition and refreshes metadata. As in Kafka's producer (2.1+), retries are bounded by
+  ``delivery_timeout_ms`` (120 s) counted from the batch's creation, and by ``retries`` (default unbounded);
+  the backoff doubles from ``retry_backoff_ms`` up to ``retry_backoff_max_ms`` (KIP-580, without jitter).
+  Anything else fails the batch's futures with ``client.errors.error_for(code)``.
 - acks=0: the node sends no response; futures complete with offset -1 as soon as the request is written.
 - ``flush(timeout)`` makes every buffered batch ready and waits for the futures that existed when it was
   called. ``close(timeout)`` flushes, stops the threads and closes the connections; what could not be sent
@@ -263,7 +265,8 @@ class Producer:
     def __init__(self, bootstrap_servers: str | Sequence[str], client_id: str | None = None, *,
                  acks: int | str = 1, linger_ms: int = 5, batch_size: int = 16384,
                  compression_type: str | None = None, max_request_size: int = 1048576,
-                 request_timeout_ms: int = 30000, retries: int = 5, retry_backoff_ms: int = 100,
+                 request_timeout_ms: int = 30000, retries: int = 2147483647, retry_backoff_ms: int = 100,
+                 retry_backoff_max_ms: int = 1000, delivery_timeout_ms: int = 120000,
                  max_block_ms: int = 60000, partitioner: DefaultPartitioner | None = None,
                  cluster: Cluster | None = None, security: SecurityConfig | None = None,
                  **security_settings: Any) -> None:
@@ -283,6 +286,8 @@ class Producer:
         self.request_timeout_ms = request_timeout_ms
         self.retries = max(0, retries)
         self.retry_backoff_s = max(0, retry_backoff_ms) / 1000
+        self.retry_backoff_max_s = max(self.retry_backoff_s, max(0, retry_backoff_max_ms) / 1000)
+        self.delivery_timeout_s = max(0, delivery_timeout_ms) / 1000
         self.max_block_s = max_block_ms / 1000
         self.partitioner = partitioner or DefaultPartitioner()
         self._own_cluster = cluster is None
@@ -573,9 +578,12 @@ class Producer:
             for b in batches:
                 self._in_flight.discard(b)
                 self._muted.discard(b.tp)
-                if error.retriable and b.attempts < self.retries and not self._closed:
+                now = time.monotonic()
+                if (error.retriable and b.attempts < self.retries and not self._closed
+                        and now - b.created < self.delivery_timeout_s):
                     b.attempts += 1
-                    b.retry_at = time.monotonic() + self.retry_backoff_s
+                    backoff = min(self.retry_backoff_s * (1 << min(b.attempts - 1, 20)), self.retry_backoff_max_s)
+                    b.retry_at = now + backoff
                     self._batches.setdefault(b.tp, deque()).appendleft(b)
                     self._metadata_stale = True
                     log.info("retrying %s (attempt %d) after %s", b.tp, b.attempts, error)

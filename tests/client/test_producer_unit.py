@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -144,6 +145,32 @@ def test_retries_are_bounded_then_the_future_fails_with_the_last_error() -> None
     with pytest.raises(BrokerResponseError, match="NOT_LEADER_OR_FOLLOWER"):
         fut.get(0)
     assert len(cluster.requests(1)) == 3  # first attempt + 2 retries
+
+
+def test_by_default_retries_go_on_like_kafkas_past_what_a_leader_move_takes() -> None:
+    # Kafka's producer (2.1+): retries unbounded, delivery.timeout.ms bounds them; a topic just created whose
+    # leader has not taken over yet answers NOT_LEADER_OR_FOLLOWER for a while (CI: > 5 retries of 100 ms)
+    cluster = FakeCluster(script=[ErrorCode.NOT_LEADER_OR_FOLLOWER] * 12)
+    with producer(cluster) as p:
+        fut = p.send("t", b"v", partition=1)
+        p.flush(10)
+    assert fut.get(0).offset == 0
+    assert len(cluster.requests(1)) == 13
+
+
+def test_the_delivery_timeout_bounds_retries_and_the_backoff_doubles_up_to_its_max() -> None:
+    cluster = FakeCluster(script=[ErrorCode.NOT_LEADER_OR_FOLLOWER] * 1000)
+    started = time.monotonic()
+    with producer(cluster, retry_backoff_ms=20, retry_backoff_max_ms=80, delivery_timeout_ms=600) as p:
+        fut = p.send("t", b"v", partition=1)
+        p.flush(10)
+    with pytest.raises(BrokerResponseError, match="NOT_LEADER_OR_FOLLOWER"):
+        fut.get(0)
+    took = time.monotonic() - started
+    sent = len(cluster.requests(1))
+    # backoffs 20, 40, 80, 80, ... ms: about 9 attempts in 600 ms (fewer on a slow machine), never 30 (20 ms each)
+    assert 3 <= sent <= 12, sent
+    assert 0.55 <= took < 5, took
 
 
 def test_a_non_retriable_error_fails_the_batch_at_once() -> None:
