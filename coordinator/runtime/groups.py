@@ -58,10 +58,10 @@ from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.core.shard import ShardStatus
 from coordinator.runtime.follower_replay import FollowerReplay
-from coordinator.runtime.parallel_load import DecodedPartitions
 from coordinator.runtime.offsets_reader import REPLAY_CHUNK as _REPLAY_CHUNK
 from coordinator.runtime.offsets_reader import log_skipped_record as _log_skipped_record
 from coordinator.runtime.offsets_reader import read_offsets_partition  # noqa: F401 (re-exported)
+from coordinator.runtime.parallel_load import DecodedPartitions
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog

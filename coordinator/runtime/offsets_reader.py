@@ -22,9 +22,8 @@ Rules:
 from __future__ import annotations
 
 import logging
-from typing import Any
-
 import struct
+from typing import Any
 
 from protocol.record_batch import (
     LOG_OVERHEAD,

@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from protocol import codec
-from tests.bench.bench_coordinator import LOADED, Daemon, groupcoord
+from tests.bench.bench_coordinator import LOADED, groupcoord
 from tests.bench.bench_coordinator_offsets import expected_offset, group_name, write_offsets_data_dir
 
 TOPICS = ("orders", "payments")

@@ -23,16 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "integration"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-from server_process import ServerProcess
+from server_process import ServerProcess, free_port
 
 SERVER_FLAGS = ("--group-min-session-timeout-ms", "1000", "--group-initial-rebalance-delay-ms", "0",
                 "--num-partitions", "4")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class TansuProcess:

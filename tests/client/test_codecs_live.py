@@ -81,8 +81,10 @@ def test_kcat_compressed_batches_are_read_by_our_consumer(srv: ServerProcess, co
     with AdminClient(srv.bootstrap) as admin:
         assert admin.create_topics({topic: 1})[0].error_code == 0
     lines = "".join(f"k{i}:value {i} {'x' * (i % 50)}\n" for i in range(COUNT))
+    # linger 1 s: on a busy machine (`make test` runs several workers) kcat may read its lines more slowly than a
+    # 50 ms linger, and librdkafka would send a lone first record, uncompressed (see the module docstring)
     subprocess.run(["kcat", "-b", srv.bootstrap, "-P", "-t", topic, "-K:", "-z", codec, "-p", "0",
-                    "-X", "linger.ms=50"], input=lines.encode(), check=True, timeout=30)
+                    "-X", "linger.ms=1000"], input=lines.encode(), check=True, timeout=30)
     assert stored_codecs(srv.bootstrap, topic) == {CODEC_NUMBER[codec]}
     got = consume_with_ours(srv.bootstrap, topic, COUNT)
     assert got == [(f"k{i}".encode(), f"value {i} {'x' * (i % 50)}".encode()) for i in range(COUNT)]

@@ -42,10 +42,10 @@ from cluster_nodes import (
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 from server_process import ServerProcess
-from zookeeper_process import free_port
 from test_cluster_membership import formed
 from test_cluster_replication import below, fetch_committed, produce, stored_batches
 from test_cluster_user_topics import agreed_topic, create_topic, topic_parts
+from zookeeper_process import free_port
 
 from coordinator.core.sharding import partition_for
 

@@ -194,10 +194,11 @@ def test_metadata_and_find_coordinator_answer_per_listener(tmp_path: Path, zk_co
                      describe=lambda: node_logs(nodes))
         # the offsets topic: created on first use (a FindCoordinator), then its leaders spread over the nodes
         _coordinator(nodes[2], "first-use")
-        wait_for("the offsets topic led everywhere", lambda: (lambda parts: len(parts) == 3 and {
-            p["leader_id"] for p in parts} == {1, 2, 3})(
-            [p for t in metadata(nodes[2], ["__consumer_offsets"])["topics"] for p in t["partitions"]]),
-            timeout=30, describe=lambda: node_logs(nodes))
+        for n in nodes.values():  # each node's own view (node 1, asked below, may learn it after node 2)
+            wait_for("the offsets topic led everywhere", lambda n=n: (lambda parts: len(parts) == 3 and {
+                p["leader_id"] for p in parts} == {1, 2, 3})(
+                [p for t in metadata(n, ["__consumer_offsets"])["topics"] for p in t["partitions"]]),
+                timeout=30, describe=lambda: node_logs(nodes))
         conn = BrokerConnection("127.0.0.1", nodes[1].ports["EXTRA"], request_timeout_ms=10000).connect()
         try:
             md = conn.send(3, lambda v: {"topics": [{"name": "__consumer_offsets"}],

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 import trio
 from kazoo.client import KazooState
+from zookeeper_process import free_port  # type: ignore[import-not-found]
 
 from coordinator.cluster import security_zk
 from coordinator.cluster.security_zk import SecuritySync, ZkSecurity, desanitize, sanitize
@@ -392,9 +392,7 @@ async def test_users_cli_against_zookeeper(zk_connect: str) -> None:
 
 
 async def test_users_cli_unreachable_zookeeper_and_bad_usage(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there (this worker's port block: no other worker binds it)
     with trio.fail_after(60):
         rc, _, err, took = await cli("list", "--zookeeper", f"127.0.0.1:{port}/x")
     assert rc == 1 and took < 15, (rc, took, err)

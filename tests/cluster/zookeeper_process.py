@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from server_process import free_port  # noqa: E402  (this worker's own port block; re-exported for callers)
+
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_JAR = Path("/usr/share/java/slf4j-simple.jar")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def terminate(proc: subprocess.Popen[Any] | None) -> None:

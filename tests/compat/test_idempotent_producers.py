@@ -15,15 +15,9 @@ from pathlib import Path
 
 import pytest
 from compat_support import call
-from server_process import ServerProcess  # type: ignore[import-not-found]
+from server_process import ServerProcess, free_port  # type: ignore[import-not-found]
 
 PRODUCE = 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class AnswerDropper:

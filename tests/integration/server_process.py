@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import struct
@@ -14,6 +15,65 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+# free_port(): a block of ports below the kernel's ephemeral range for each pytest-xdist worker (`make test`
+# runs the suite on several), so that no other worker, no bind(0) and no outgoing connection can take a port
+# between the check here and the bind of the process it is meant for.
+PORT_BLOCK = 1000
+PORT_BLOCKS_FROM = 10000
+_ports_lock = threading.Lock()
+_ports_given: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _port_block() -> range | None:
+    """This process's block: one for a run without workers, one per worker gwN; None when the ephemeral
+    range leaves no room below it (then free_port asks the kernel, as bind(0) does)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) + 1 if worker.startswith("gw") and worker[2:].isdigit() else 0
+    blocks = (_ephemeral_low() - PORT_BLOCKS_FROM) // PORT_BLOCK
+    if blocks < 1:
+        return None
+    low = PORT_BLOCKS_FROM + (index % blocks) * PORT_BLOCK
+    return range(low, low + PORT_BLOCK)
+
+
+def free_port() -> int:
+    """A 127.0.0.1 TCP port nothing is bound to now, for a process (or a test's closed-port check) to use a
+    moment later; never the same one twice in a process while its block has others left. Starts at a random
+    place in the block, so two suites run side by side (same worker names) rarely meet either."""
+    block = _port_block()
+    if block is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    with _ports_lock:
+        for _ in range(2):
+            start = random.randrange(len(block))
+            for i in range(len(block)):
+                port = block[(start + i) % len(block)]
+                if port in _ports_given:
+                    continue
+                with socket.socket() as s:
+                    try:
+                        s.bind(("127.0.0.1", port))
+                    except OSError:
+                        continue
+                _ports_given.add(port)
+                return port
+            _ports_given.clear()  # every port of the block was given once: those from long ago are free again
+    raise RuntimeError(f"no free 127.0.0.1 port in {block.start}-{block.stop - 1}")
+
+
+# Every server started in this process since the running test began (tests/conftest.py empties it before each
+# test and shows the end of these servers' logs in the report of a test that fails).
+started: list[ServerProcess] = []
 
 
 class ServerProcess:
@@ -36,6 +96,8 @@ class ServerProcess:
         args = [sys.executable, "-m", "coordinator.cli", "serve", *port, "--metrics-port", "0",
                 "--data-dir", str(self.data_dir), *self.flags]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **(self.env or {}))
+        if self not in started:
+            started.append(self)
         self.proc = subprocess.Popen(args, cwd=self.repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env=env)
         deadline = time.monotonic() + timeout

@@ -84,6 +84,7 @@ def hundred_topics(tmp_path: Path) -> Iterator[ServerProcess]:
         srv.stop()
 
 
+@pytest.mark.serial  # its 20 flooders load the CPU while a group must join and 10 probes fit in a 15 s window
 def test_twenty_connections_that_never_read_take_nothing_from_the_others(hundred_topics: ServerProcess) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 

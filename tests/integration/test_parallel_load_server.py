@@ -7,7 +7,6 @@ process" and every committed offset comes back; with -1 the load is in-process a
 from __future__ import annotations
 
 import socket
-import struct
 from pathlib import Path
 
 from server_process import ServerProcess, read_frame

@@ -1,7 +1,8 @@
 """Fixtures for the Spark suite: one SparkSession (local[2]) and one real groupcoord server for the run.
 
 - ``spark``: session-scoped, ``local[2]``, Python workers on this interpreter, the ``groupcoord`` source
-  registered. Starting it costs 5-10 s, so every Spark test shares it.
+  registered. Starting it costs 5-10 s, so every Spark test shares it (and `make test` runs them all on one
+  of its pytest-xdist workers: tests/conftest.py's GROUPS).
 - ``server``: `groupcoord serve` on a free 127.0.0.1 port (tests/integration/server_process.py), stopped by
   PID at the end of the run. Each test uses its own topics (``topic`` fixture names them uniquely).
 - Helpers for the tests live in ``spark_support.py`` (this folder is put on sys.path).

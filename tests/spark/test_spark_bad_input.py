@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from server_process import free_port
 from spark_support import make_topic
 
 pytestmark = pytest.mark.spark
@@ -26,9 +26,7 @@ def read_error(spark: Any, options: dict[str, str]) -> str:
 
 
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]  # nothing listens once the socket is closed
+    return free_port()  # nothing listens there (a port of this worker's block: no other worker takes it)
 
 
 def test_unknown_option_lists_the_valid_ones(spark: Any, bootstrap: str) -> None:
