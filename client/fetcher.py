@@ -46,7 +46,16 @@ from client.errors import (
 )
 from client.offsets import LIST_OFFSETS, RESET_POLICIES, Positions, list_offsets_body, parse_list_offsets
 from protocol.errors import ErrorCode, is_retriable
-from protocol.record_batch import CONTROL_MASK, HEADER, TIMESTAMP_TYPE_MASK, split_batches
+from protocol.record_batch import (
+    CODEC_MASK,
+    CONTROL_MASK,
+    HEADER,
+    TIMESTAMP_TYPE_MASK,
+    parse_header,
+    split_batches,
+    validate_batch,
+)
+from protocol.record_reader import c_reader
 from protocol.record_reader import records as records_of  # decode_batch's result, via the C reader
 
 log = logging.getLogger(__name__)
@@ -154,12 +163,7 @@ class PartitionRecords:
             if attrs & CONTROL_MASK:
                 self.fetch_offset = max(self.fetch_offset, end)
                 continue
-            _, records = records_of(batch, verify_crc=self._check_crcs)
-            ts_type = 1 if attrs & TIMESTAMP_TYPE_MASK else 0
-            first = self.fetch_offset
-            new = tuple.__new__
-            self._records = [new(ConsumerRecord, (topic, partition, r[0], r[1], ts_type, r[2], r[3], r[4]))
-                             for r in records if r[0] >= first]
+            self._records = consumer_records(batch, attrs, topic, partition, self.fetch_offset, self._check_crcs)
             self._index = 0
             self._batch_end = end
             if self._records:
@@ -167,6 +171,30 @@ class PartitionRecords:
             self.fetch_offset = max(self.fetch_offset, end)
         self._batches = []
         return False
+
+
+def consumer_records(batch: bytes | memoryview, attrs: int, topic: str, partition: int, first: int,
+                     check_crcs: bool) -> list[ConsumerRecord]:
+    """The records of one batch at or above offset ``first``, as ``records_of`` reads them. An uncompressed batch
+    the C reader takes whole is read straight into ``ConsumerRecord`` (no ``Record`` in between: a third fewer
+    objects per record); anything else goes through ``records_of``, which decides and explains."""
+    ts_type = 1 if attrs & TIMESTAMP_TYPE_MASK else 0
+    new = tuple.__new__
+    reader = c_reader()
+    if reader is not None and not attrs & CODEC_MASK:
+        try:
+            header = validate_batch(batch) if check_crcs else parse_header(batch)
+            if header.size == len(batch):
+                out = [new(ConsumerRecord, (topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
+                                            tuple(h) if (h := r.headers) else ()))
+                       for r in reader(bytearray(batch))]
+                if len(out) == header.record_count:
+                    return out if first <= header.base_offset else [r for r in out if r[2] >= first]
+        except Exception:  # refused (or corrupt): records_of below decides and says why
+            pass
+    _, records = records_of(batch, verify_crc=check_crcs)
+    return [new(ConsumerRecord, (topic, partition, r[0], r[1], ts_type, r[2], r[3], r[4]))
+            for r in records if r[0] >= first]
 
 
 class Fetcher:

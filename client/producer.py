@@ -349,32 +349,47 @@ class Producer:
         num_partitions = self._partition_count(topic)
         if not 0 <= partition < num_partitions:
             raise ValueError(f"{topic} has {num_partitions} partitions, partition {partition} does not exist")
+        limit = self.max_request_size - BATCH_HEADER
         sizes = []
         for key, value, headers, _ in records:
             if not (value is None or type(value) is bytes) or not (key is None or type(key) is bytes):
                 raise TypeError("keys and values of send_many() must be bytes or None")
-            size = record_size(key, value, headers)
-            if size + BATCH_HEADER > self.max_request_size:
+            size = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)  # record_size, inline
+            for hkey, hvalue in headers:
+                size += 10 + len(hkey) + (len(hvalue) if hvalue else 0)
+            if size > limit:
                 refused = _BatchResult()
                 refused.complete(-1, -1, error_for(ErrorCode.MESSAGE_TOO_LARGE,
                                                    f"record of ~{size} bytes exceeds max_request_size"))
                 return RecordsFuture([refused])
             sizes.append(size)
+        if not sizes:
+            return RecordsFuture([])
+        total = sum(sizes)
         tp = TopicPartition(topic, partition)
         results: list[_BatchResult] = []
         with self._cond:
             q = self._batches.setdefault(tp, deque())
             batch = q[-1] if q and q[-1].payload is None else None
             opened = False
-            for rec, size in zip(records, sizes, strict=True):
-                if batch is None or (batch.records and batch.size + size > self.batch_size):
-                    batch = ProducerBatch(tp, time.monotonic())
-                    q.append(batch)
-                    opened = True
-                batch.records.append(rec)
-                batch.size += size
-                if not results or results[-1] is not batch.result:
-                    results.append(batch.result)
+            if batch is None and BATCH_HEADER + total <= self.batch_size:
+                batch = ProducerBatch(tp, time.monotonic())
+                q.append(batch)
+                opened = True
+            if batch is not None and batch.size + total <= self.batch_size:  # all of them fit the open batch
+                batch.records.extend(records)
+                batch.size += total
+                results.append(batch.result)
+            else:
+                for rec, size in zip(records, sizes, strict=True):
+                    if batch is None or (batch.records and batch.size + size > self.batch_size):
+                        batch = ProducerBatch(tp, time.monotonic())
+                        q.append(batch)
+                        opened = True
+                    batch.records.append(rec)
+                    batch.size += size
+                    if not results or results[-1] is not batch.result:
+                        results.append(batch.result)
             if opened:
                 self._cond.notify_all()
         return RecordsFuture(results)

@@ -95,3 +95,55 @@ def test_the_exception_text_is_capped_at_one_kib_on_a_character_boundary() -> No
     assert text is not None and len(text) <= MAX_EXCEPTION_BYTES
     assert text.decode("utf-8").startswith("RuntimeError: éé")
     assert len(text) > MAX_EXCEPTION_BYTES - 2
+
+
+def test_the_retrying_consumers_copies_carry_what_copy_headers_and_route_give() -> None:
+    """``RetryingConsumer._failed`` builds a copy's headers itself (``client.retry.copy_headers_of``, no
+    ``Origin`` or generator per copy): for every shape of record, main or retry topic, well-formed or not, the
+    route and the headers are what ``policy.route`` and ``copy_headers`` give, with the origin read from the
+    record's headers as ``ascii_int`` reads them (the record itself when one is missing or not a number)."""
+    import random
+
+    import client.retry as retry_module
+    from client.consumer_protocol import TopicPartition
+    from client.fetcher import ConsumerRecord
+    from client.retry import RetryingConsumer
+    from client.retry_policy import RETRY_NUMBER, ascii_int
+
+    policy = RetryPolicy.parse("1s,2s,2s", not_retryable=[NotRetryable])
+    rc = RetryingConsumer.__new__(RetryingConsumer)
+    rc.policy = policy
+    now = 1_700_000_000_123
+    rnd = random.Random(11)
+    values = [None, b"", b"7", b"42", b" 9 ", b"-3", b"1_0", b"x", b"\xff\xfe", b"\xd9\xa3", b"12\x00"]
+    names = ["trace", "retry_number", "retry_timestamp", "retry_original_topic", "retry_original_partition",
+             "retry_original_offset", "retry_exception", "été", "retry_numbers"]
+    original = retry_module._clock
+    retry_module._clock = lambda: now / 1000
+    try:
+        for i in range(3000):
+            headers = tuple((rnd.choice(names), rnd.choice(values + [b"orders", b"caf\xc3\xa9", b"\xc3("]))
+                            for _ in range(rnd.choice([0, 1, 3, 6, 9])))
+            label = rnd.choice([None, "1s", "2s"])
+            tp = TopicPartition("orders" if label is None else f"orders-retry-{label}", rnd.randint(0, 5))
+            rec = ConsumerRecord(tp.topic, tp.partition, rnd.randint(0, 10**12), now - 5, 0, b"k", b"v", headers)
+            exc = rnd.choice([RuntimeError("down é" * rnd.choice([1, 300])), NotRetryable("bad"), KeyError(i)])
+            as_dict = dict(headers) if label is not None else None
+            _, route, got = rc._failed(tp, rec, "orders", label, exc, as_dict)
+            if label is None:
+                retries, origin = 0, Origin("orders", tp.partition, rec.offset)
+            else:
+                assert as_dict is not None
+                retries = ascii_int(as_dict.get(RETRY_NUMBER)) or 0
+                topic = as_dict.get("retry_original_topic")
+                partition = ascii_int(as_dict.get("retry_original_partition"))
+                offset = ascii_int(as_dict.get("retry_original_offset"))
+                if topic is not None and partition is not None and offset is not None:
+                    origin = Origin(topic.decode("utf-8", "replace"), partition, offset)
+                else:
+                    origin = Origin("orders", tp.partition, rec.offset)
+            expected_route = policy.route("orders", retries, exc, now)
+            assert route == expected_route
+            assert got == copy_headers(headers, expected_route.retry_number, expected_route.timestamp_ms, origin, exc)
+    finally:
+        retry_module._clock = original

@@ -6,7 +6,8 @@
   backwards, large values, and a bytearray header value the Cython builder refuses).
 - ``send_many`` against the real daemon: records land in order in the partition asked for, with their keys,
   values, headers and timestamps (read back with kafka-python); a record over ``max_request_size`` fails
-  the call's future and nothing of the call is stored; a partition that does not exist is refused.
+  the call's future and nothing of the call is stored; a partition that does not exist is refused; calls
+  fill the open batch within ``batch_size`` and open new ones in order.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 
 from client.admin import AdminClient, NewTopic
+from client.consumer_protocol import TopicPartition
 from client.errors import BrokerResponseError
-from client.producer import Producer, c_builder, encode_batch
+from client.producer import BATCH_HEADER, Producer, c_builder, encode_batch, record_size
 from protocol.record_batch import Compression, build_batch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,3 +116,33 @@ def test_send_many_refuses_what_send_refuses_and_stores_nothing_of_that_call(srv
         ok = producer.send_many(topic, 0, [(None, b"last", (), 3)])
         assert ok.wait(10) and ok.succeeded()
     assert [m.value for m in read_partition(srv.bootstrap, topic, 0, 1)] == [b"last"]
+
+
+def test_send_many_fills_the_open_batch_then_opens_new_ones_within_batch_size(srv: ServerProcess) -> None:
+    """Calls whose records all fit the partition's open batch join it at once; the others are split record by
+    record: every batch keeps within ``batch_size`` (a record alone excepted) with the sizes of ``record_size``,
+    and the records are stored in call order. An empty call is done at once and stores nothing."""
+    topic = f"many-fill-{uuid.uuid4().hex[:6]}"
+    with AdminClient(srv.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
+    rnd = random.Random(7)
+    calls = [random_records(rnd, n) for n in (3, 2, 40, 1, 25)]
+    calls.insert(3, [(None, b"y" * 3000, (), 5)])  # bigger than batch_size: a batch of its own
+    tp = TopicPartition(topic, 0)
+    with Producer(srv.bootstrap, acks="all", batch_size=4000, linger_ms=60_000) as producer:  # nothing sent early
+        futures = [producer.send_many(topic, 0, records) for records in calls]
+        empty = producer.send_many(topic, 0, [])
+        assert empty.done() and empty.succeeded()
+        with producer._cond:
+            batches = [(list(b.records), b.size) for b in producer._batches[tp]]
+        assert [r for records, _ in batches for r in records] == [r for records in calls for r in records]
+        for records, size in batches:
+            assert size == BATCH_HEADER + sum(record_size(k, v, h) for k, v, h, _ in records)
+            assert size <= 4000 or len(records) == 1
+        assert len(batches) > 2
+        producer.flush(20)
+        assert all(f.succeeded() for f in futures)
+    expected = [r for records in calls for r in records]
+    got = read_partition(srv.bootstrap, topic, 0, len(expected))
+    assert [(m.key, m.value, tuple(m.headers), m.timestamp) for m in got] == [
+        (k, v, tuple(h), ts) for k, v, h, ts in expected]
