@@ -54,6 +54,8 @@ async def _accept_loop(listener: trio.SocketListener, broker: Broker, nursery: t
     while True:
         try:
             stream = await listener.accept()
+        except trio.ClosedResourceError:  # shutdown closed the listener before this task saw its cancellation
+            return
         except OSError as e:
             if e.errno in _ACCEPT_RETRY:
                 log.error("accept failed (%s); retrying in 100 ms", e)
