@@ -64,10 +64,14 @@ class LeaderReplicaState:
     # ---------------------------------------------------------------- high watermark
     def advance(self, leader_durable_end: int) -> bool:
         """Recompute the high watermark from the leader's durable end; True when it moved forward."""
-        members = set(self.isr) | set(self.pending_isr or ())
-        ends = [leader_durable_end] + [self.followers[r].log_end for r in members
-                                       if r != self.leader and r in self.followers]
-        hw = min(ends)
+        hw = leader_durable_end  # the least over the ISR and any pending expansion (a member counted twice is harmless)
+        leader, followers = self.leader, self.followers
+        for members in (self.isr, self.pending_isr or ()):
+            for r in members:
+                if r != leader:
+                    f = followers.get(r)
+                    if f is not None and f.log_end < hw:
+                        hw = f.log_end
         if hw > self.high_watermark:
             self.high_watermark = hw
             return True

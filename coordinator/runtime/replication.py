@@ -14,7 +14,9 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
   FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH), the fetch offset taken as the follower's durable end
   (``replica_state``), data sent up to the leader's log end (as Kafka: followers fsync while the leader
   does; the high watermark still waits for the leader's own fsync), and the high watermark returned. A
-  fetch with nothing to send waits (``max_wait_ms``) until something is appended (``notify_append``).
+  fetch with nothing to send waits (``max_wait_ms``) until something is appended (``notify_append``); a
+  wake-up serves only the session's partitions with records past their fetch offset (Kafka's DelayedFetch:
+  progress was noted when the fetch arrived; a high watermark that moved meanwhile goes with the next answer).
 - High watermark: the least durable end over the ISR (``replica_state.LeaderReplicaState.advance``), moved
   on every follower fetch and every local fsync the services report (``when_replicated``/``notify_local``).
   Consumers (Fetch replica_id -1) read below it, and retention deletes no segment above it
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import socket
 import time
 from collections import deque
@@ -124,6 +127,18 @@ def timed_out(tp: TopicPartition) -> ReplicationError:
 
 
 @dataclass(slots=True)
+class _ParkedFetch:
+    """A follower fetch with nothing to send yet (Kafka's DelayedFetch): answered by ``notify_append`` once a
+    partition of it has records past its fetch offset, or by ``_parked_loop`` at its deadline."""
+
+    replica: int
+    ctx: FetchContext
+    slot: Slot
+    budget: int
+    deadline: float  # trio time
+
+
+@dataclass(slots=True)
 class _Waiter:
     required: int  # the high watermark that covers the write (its last offset + 1)
     deadline: float  # trio time
@@ -163,7 +178,10 @@ class Replication:
         self.follower_hw: dict[TopicPartition, int] = {}  # high watermark a leader told this follower
         self.following: dict[TopicPartition, tuple[int, int]] = {}  # tp -> (leader, leader epoch)
         self._waiters: dict[TopicPartition, deque[_Waiter]] = {}
-        self.local_advanced = trio.Event()  # a leader's durable end moved: follower fetches look again
+        # follower fetches waiting for records (no task each: notify_append serves them, _parked_loop ends them)
+        self._parked: list[_ParkedFetch] = []
+        self._parked_wake = trio.Event()
+        self._parked_until = math.inf  # the deadline _parked_loop sleeps until
         self._isr_wake = trio.Event()
         self.sessions = FetchSessions()  # follower fetch sessions this node (as a leader) keeps
         self.fetchers: dict[int, ReplicaFetcher] = {}
@@ -294,6 +312,7 @@ class Replication:
             self._nursery = nursery
             nursery.start_soon(self._isr_loop)
             nursery.start_soon(self._timeout_loop)
+            nursery.start_soon(self._parked_loop)
             started: set[ReplicaFetcher] = set()
             while True:
                 for fetcher in list(self.fetchers.values()):
@@ -496,9 +515,36 @@ class Replication:
 
     def notify_append(self) -> None:
         """Something was appended to a led log: waiting follower fetches look again (once per wake-up: the
-        group commit calls this once per round that appended, produce once per request)."""
-        self.local_advanced.set()
-        self.local_advanced = trio.Event()
+        group commit calls this once per round that appended, produce once per request), on the caller's turn:
+        each is answered if a partition of it has records past its fetch offset (Kafka's DelayedFetch: the
+        followers' progress was noted when the fetch arrived; in a session the answer lists only those
+        partitions, a high watermark that moved meanwhile goes with the next answer)."""
+        if not self._parked:
+            return
+        parked, self._parked = self._parked, []  # a callback of a release below may park or notify again
+        keep = []
+        for p in parked:
+            if p.slot.done:
+                continue
+            if p.slot.conn.closed:
+                p.slot.complete(None)
+                continue
+            news = self._with_news(p.ctx)
+            if not news:
+                keep.append(p)
+                continue
+            try:
+                served, size, error = self._serve_fetch(p.replica, p.ctx, p.budget, news)
+                if size or error:
+                    p.slot.complete(_answer(p.ctx, served))
+                    continue
+            except Exception:  # a bug here must not fail the round that appended
+                log.exception("delayed follower fetch failed")
+                p.slot.conn.closed = True
+                p.slot.complete(None)
+                continue
+            keep.append(p)
+        self._parked[:0] = keep
 
     def notify_local(self, plog: PartitionLog) -> None:
         """The leader's own fsync moved this log's durable end: the HW may move (what was appended has woken
@@ -557,40 +603,65 @@ class Replication:
         if ctx.error:
             slot.complete({"throttle_time_ms": 0, "error_code": ctx.error, "session_id": 0, "responses": []})
             return
-        woken = self.local_advanced
-        served, size, error = self._serve_fetch(body["replica_id"], ctx, body.get("max_bytes", 0x7FFFFFFF))
+        budget = body.get("max_bytes", 0x7FFFFFFF)
+        served, size, error = self._serve_fetch(body["replica_id"], ctx, budget)
         if size or error or body["max_wait_ms"] <= 0:
             slot.complete(_answer(ctx, served))
             return
-        nursery.start_soon(self._fetch_wait, body, ctx, slot, trio.current_time() + body["max_wait_ms"] / 1000, woken)
+        deadline = trio.current_time() + body["max_wait_ms"] / 1000
+        self._parked.append(_ParkedFetch(body["replica_id"], ctx, slot, budget, deadline))
+        if deadline < self._parked_until:
+            self._parked_wake.set()
 
-    async def _fetch_wait(self, body: dict[str, Any], ctx: FetchContext, slot: Slot, deadline: float,
-                          woken: trio.Event) -> None:
-        replica, budget = body["replica_id"], body.get("max_bytes", 0x7FFFFFFF)
-        try:
-            with trio.move_on_at(deadline):
-                while not slot.conn.closed:
-                    await woken.wait()
-                    woken = self.local_advanced
-                    served, size, error = self._serve_fetch(replica, ctx, budget)
-                    if size or error:
-                        slot.complete(_answer(ctx, served))
-                        return
-            if not slot.done:
-                slot.complete(_answer(ctx, self._serve_fetch(replica, ctx, budget)[0]))
-        except Exception:  # runs in the connections' nursery: a bug here must not take the server down
-            log.exception("delayed follower fetch failed")
-            slot.conn.closed = True
-            slot.complete(None)
+    async def _parked_loop(self) -> None:
+        """Answers each parked follower fetch at its deadline (served once more: the records or the high
+        watermark that arrived last), and drops those whose connection closed."""
+        while True:
+            self._parked_wake = trio.Event()
+            self._parked_until = min((p.deadline for p in self._parked), default=math.inf)
+            with trio.move_on_at(self._parked_until):
+                await self._parked_wake.wait()
+            now = trio.current_time()
+            due = [p for p in self._parked if p.deadline <= now or p.slot.done or p.slot.conn.closed]
+            if not due:
+                continue
+            self._parked = [p for p in self._parked if not (p.deadline <= now or p.slot.done or p.slot.conn.closed)]
+            for p in due:
+                if p.slot.done:
+                    continue
+                if p.slot.conn.closed:
+                    p.slot.complete(None)
+                    continue
+                try:
+                    p.slot.complete(_answer(p.ctx, self._serve_fetch(p.replica, p.ctx, p.budget)[0]))
+                except Exception:  # runs in replication's nursery: a bug here must not take the server down
+                    log.exception("delayed follower fetch failed")
+                    p.slot.conn.closed = True
+                    p.slot.complete(None)
 
-    def _serve_fetch(self, replica: int, ctx: FetchContext, budget: int
+    def _with_news(self, ctx: FetchContext) -> dict[TopicPartition, SessionPartition]:
+        """The partitions of a waiting fetch to serve at a wake-up: in a session, those whose log has records
+        past the fetch offset (or is gone: its error); sessionless, all (its answer lists every one)."""
+        if ctx.session is None:
+            return ctx.parts
+        logs = self.logs
+        news = {}
+        for tp, part in ctx.parts.items():
+            plog = logs.get(tp)
+            if plog is None or plog.log_end_offset > part.fetch_offset:
+                news[tp] = part
+        return news
+
+    def _serve_fetch(self, replica: int, ctx: FetchContext, budget: int,
+                     parts: dict[TopicPartition, SessionPartition] | None = None
                      ) -> tuple[list[tuple[TopicPartition, SessionPartition, dict[str, Any]]], int, bool]:
-        """Every partition of the fetch served (follower progress noted, the high watermark moved, records read
-        up to the log end): (partition, its session entry, its answer) each, the bytes read, any error."""
+        """Every partition of the fetch (or of ``parts``) served (follower progress noted, the high watermark
+        moved, records read up to the log end): (partition, its session entry, its answer) each, the bytes
+        read, any error."""
         now = _now_ms()
         total, any_error = 0, False
         out = []
-        for tp, part in ctx.parts.items():
+        for tp, part in (ctx.parts if parts is None else parts).items():
             res = empty_partition(tp[1])
             out.append((tp, part, res))
             st = self.leaders.get(tp)
