@@ -656,11 +656,12 @@ class Replication:
                      parts: dict[TopicPartition, SessionPartition] | None = None
                      ) -> tuple[list[tuple[TopicPartition, SessionPartition, dict[str, Any]]], int, bool]:
         """Every partition of the fetch (or of ``parts``) served (follower progress noted, the high watermark
-        moved, records read up to the log end): (partition, its session entry, its answer) each, the bytes
-        read, any error."""
+        moved, records read up to the log end): (partition, its session entry, its answer) for each that
+        belongs in the answer (in a session, one with nothing new is left out here), the bytes read, any error."""
         now = _now_ms()
         total, any_error = 0, False
         out = []
+        session = ctx.session
         for tp, part in (ctx.parts if parts is None else parts).items():
             res = empty_partition(tp[1])
             out.append((tp, part, res))
@@ -688,10 +689,14 @@ class Replication:
                 self.wake_consumers()
             if not in_isr and offset >= st.high_watermark:
                 self._isr_wake.set()
-            res.update(high_watermark=st.high_watermark, last_stable_offset=st.high_watermark,
-                       log_start_offset=plog.log_start_offset)
+            hw, log_start = st.high_watermark, plog.log_start_offset
             if offset >= leader_end or (budget <= 0 and total > 0):
+                if session is not None and hw == part.sent_hw and log_start == part.sent_log_start:
+                    out.pop()  # nothing for its answer (``FetchContext.must_answer``): not served
+                    continue
+                res.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log_start)
                 continue
+            res.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log_start)
             try:
                 data = plog.read(offset, min(part.max_bytes, max(budget, 1)), upper_bound=leader_end)
             except (StorageError, OSError):
