@@ -25,11 +25,19 @@ import logging
 import struct
 from typing import Any
 
+import crc32c
+
 from protocol.record_batch import (
+    CODEC_MASK,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     MIN_BATCH_LENGTH,
     CorruptBatchError,
     decode_batch_key_values,
+    decode_key_values,
     parse_header,
     split_batches,
 )
@@ -38,6 +46,7 @@ log = logging.getLogger("groupcoord.groups")
 
 _HEAD = struct.Struct(">qi11xi")  # a batch's base offset, length, (epoch, magic, crc, attributes), last offset delta
 READ_CHUNK = 4 * 1024 * 1024
+unpack_header, crc_of = HEADER.unpack_from, crc32c.crc32c
 REPLAY_CHUNK = 50_000  # records replayed between two trio checkpoints while loading or catching up
 
 Records = list[tuple[bytes, bytes | None]]
@@ -97,7 +106,23 @@ def decode_chunks(chunks: list[tuple[int, bytes]], start: int,
         except CorruptBatchError as e:
             problems.append(f"unreadable batch framing at offset {offset} ({e}); later records ignored")
             break
+        view = memoryview(data)
+        pos = 0
         for batch in batches:
+            at, pos = pos, pos + len(batch)
+            # the common batch (v2, uncompressed, at or past the offset reached, CRC right) is decoded in place:
+            # what decode_batch_key_values does, without its header objects and copy; anything else goes there
+            base, length, _, magic, crc, attrs, lod, _, _, _, _, _, count = unpack_header(data, at)
+            if (magic == MAGIC and count >= 0 and length >= MIN_BATCH_LENGTH and not attrs & CODEC_MASK
+                    and base >= offset and crc_of(view[at + CRC_START:pos]) == crc):
+                try:
+                    pairs = decode_key_values(data, count, at + HEADER_SIZE, pos)
+                except CorruptBatchError as e:
+                    problems.append(f"batch at offsets {base}-{base + lod} skipped: {e}")
+                    pairs = []
+                out += [kv for kv in pairs if kv[0] is not None]
+                offset = max(offset, base + lod + 1)
+                continue
             try:
                 header = parse_header(batch)
             except CorruptBatchError as e:
