@@ -117,9 +117,12 @@ def decode_chunks(chunks: list[tuple[int, bytes]], start: int,
                     and base >= offset and crc_of(view[at + CRC_START:pos]) == crc):
                 try:
                     pairs = decode_key_values(data, count, at + HEADER_SIZE, pos)
-                except CorruptBatchError as e:
-                    problems.append(f"batch at offsets {base}-{base + lod} skipped: {e}")
-                    pairs = []
+                except CorruptBatchError:  # decoded again on its own, for the same reason in the problem line
+                    try:
+                        _, pairs = decode_batch_key_values(batch, min_offset=offset)
+                    except CorruptBatchError as e:
+                        problems.append(f"batch at offsets {base}-{base + lod} skipped: {e}")
+                        pairs = []
                 out += [kv for kv in pairs if kv[0] is not None]
                 offset = max(offset, base + lod + 1)
                 continue
