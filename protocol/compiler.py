@@ -13,6 +13,7 @@ Rules:
 - The compiled parser inlines the common cases and calls ``protocol.primitives`` only for the rest: a
   length whose varint fits one byte, an empty tagged-field section (one 0 byte), a count of 0 or null.
 - Missing values are encoded as the field's default; ``None`` in a non-nullable field also means default.
+- A nullable (untagged) struct is Kafka's: int8 -1 for null, else int8 1 and then the struct.
 - A ``records`` field is written by ``primitives.write_records``: bytes as any bytes field; any other value
   with a length (a file range) as its length prefix and a splice point, which only a parts writer
   (``codec.encode_response_parts``) accepts.
@@ -78,6 +79,8 @@ def build_struct(fields: tuple[Field, ...], version: int, flexible: bool, label:
         sub = None
         if fd.is_struct_like:
             sub = build_struct(fd.fields, version, flexible, f"{label}.{fd.name}")
+        if fd.type == "struct" and nullable and tag is not None:
+            raise ValueError(f"{label}.{fd.name}: a tagged nullable struct is not supported")
         if fd.is_array:
             kind, typ = "array", fd.element_type
         elif fd.type == "struct":
@@ -101,7 +104,7 @@ def _min_size(r: Resolved, compact: bool) -> int:
         return 16
     if r.kind == "struct":
         assert r.sub is not None
-        return r.sub.min_size
+        return 1 if r.nullable else r.sub.min_size
     if r.kind == "bytes" or r.kind == "array":
         return 1 if compact else 4
     return 1 if compact else 2  # string
@@ -132,6 +135,8 @@ def _read_value(io: BytesIO, r: Resolved, c: bool) -> Any:
         return P.read_uuid(io)
     if k == "struct":
         assert r.sub is not None
+        if r.nullable and struct.unpack(">b", P.read_exact(io, 1))[0] < 0:
+            return None
         return r.sub.parse_into(io)
     n = P.read_count(io, c, r.nullable, _elem_min_size(r, c))
     if n < 0:
@@ -167,6 +172,10 @@ def _write_value(io: BytesIO, r: Resolved, v: Any, c: bool) -> None:
         P.write_uuid(io, v)
     elif k == "struct":
         assert r.sub is not None
+        if r.nullable:
+            io.write(b"\xff" if v is None else b"\x01")
+            if v is None:
+                return
         r.sub.build_into(v if v is not None else {}, io)
     else:
         if v is None:
@@ -349,6 +358,9 @@ class KStruct(Construct):
             return [f"{ind}{var} = _ruuid(io)"]
         if k == "struct":
             assert r.sub is not None
+            if r.nullable:  # Kafka's nullable struct: int8 -1 for null, else 1 and the struct
+                return [f"{ind}{var}, = _unpack('>b', io.read(1))",
+                        f"{ind}{var} = None if {var} < 0 else {r.sub._compileparse(code)}"]
             return [f"{ind}{var} = {r.sub._compileparse(code)}"]
         # arrays
         out = [f"{ind}{_emit_length(c, 'n', 4)}", f"{ind}if {'n > 0 or n < -1' if r.nullable else 'n'}: n = _chk(io, n, {r.nullable}, {_elem_min_size(r, c)})"]
@@ -436,6 +448,11 @@ class KStruct(Construct):
             return [f"{ind}_wuuid(io, {var})"]
         if k == "struct":
             assert r.sub is not None
+            if r.nullable:
+                return [f"{ind}if {var} is None:", f"{ind}    io.write(b'\\xff')", f"{ind}else:",
+                        f"{ind}    io.write(b'\\x01')",
+                        f"{ind}    obj_, obj = obj, {var}",
+                        f"{ind}    {r.sub._compilebuild(code)}", f"{ind}    obj = obj_"]
             return [f"{ind}obj_, obj = obj, ({var} if {var} is not None else {{}})",
                     f"{ind}{r.sub._compilebuild(code)}", f"{ind}obj = obj_"]
         out = [f"{ind}if {var} is None:", f"{ind}    _wcount(io, -1, {c})", f"{ind}else:",

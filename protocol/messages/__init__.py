@@ -7,6 +7,8 @@ from protocol.messages import (
     alter_configs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -44,6 +46,7 @@ _MODULES = (
     create_topics, delete_topics, init_producer_id, offset_for_leader_epoch, describe_acls, create_acls,
     delete_acls, describe_configs, alter_configs, sasl_authenticate, create_partitions, delete_groups,
     incremental_alter_configs, offset_delete, describe_user_scram_credentials, alter_user_scram_credentials,
+    consumer_group_heartbeat, consumer_group_describe,
 )
 
 ALL: dict[int, ApiSchema] = {m.SCHEMA.key: m.SCHEMA for m in _MODULES}

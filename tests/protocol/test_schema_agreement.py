@@ -44,7 +44,13 @@ SERVED = {
     17: ("SaslHandshake", "0-1"), 36: ("SaslAuthenticate", "0-2"),
     29: ("DescribeAcls", "0-3"), 30: ("CreateAcls", "0-3"), 31: ("DeleteAcls", "0-3"),
     50: ("DescribeUserScramCredentials", "0"), 51: ("AlterUserScramCredentials", "0"),
+    # declared, not served yet (no handler, so ApiVersions does not list them)
+    68: ("ConsumerGroupHeartbeat", "0-1"), 69: ("ConsumerGroupDescribe", "0-1"),
 }
+
+# APIs whose JSON kafka-python 3.0.12 does not ship: tests/protocol/test_consumer_group_messages.py checks
+# them against hand-built bytes derived from Kafka's JSON instead.
+NO_JSON_IN_KAFKA_PYTHON = {"ConsumerGroupHeartbeat", "ConsumerGroupDescribe"}
 
 # Versions we serve that Kafka 4.x's JSON dropped (KIP-896); checked against kafka-python's old schemas.
 NOT_IN_JSON = {("Produce", 0), ("Produce", 1), ("Produce", 2), ("DescribeConfigs", 0),
@@ -154,6 +160,8 @@ def our_rows(fields: tuple[Field, ...], v: int, prefix: str = "") -> list[Row]:
 
 
 def covered(schema: ApiSchema) -> list[int]:
+    if schema.name in NO_JSON_IN_KAFKA_PYTHON:
+        return []
     valid = Versions.parse(load_kafka(schema.name + "Request")["validVersions"])
     return [v for v in range(schema.min_version, schema.max_version + 1) if v in valid]
 
@@ -176,11 +184,12 @@ def test_every_served_api_is_declared_with_exactly_our_range() -> None:
 
 
 def test_only_the_versions_kafka_4_dropped_escape_the_json_check() -> None:
-    served = {(s.name, v) for s in ALL.values() for v in range(s.min_version, s.max_version + 1)}
+    served = {(s.name, v) for s in ALL.values() for v in range(s.min_version, s.max_version + 1)
+              if s.name not in NO_JSON_IN_KAFKA_PYTHON}
     assert served - set(CASES) == NOT_IN_JSON
 
 
-@pytest.mark.parametrize("name", sorted(BY_NAME))
+@pytest.mark.parametrize("name", sorted(set(BY_NAME) - NO_JSON_IN_KAFKA_PYTHON))
 def test_api_key_and_flexible_versions_match_kafka(name: str) -> None:
     schema = BY_NAME[name]
     for side in ("Request", "Response"):

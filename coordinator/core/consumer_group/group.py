@@ -1,0 +1,196 @@
+"""One consumer group's durable state, changed only by ``replay(record)`` (at load and after each write).
+
+State: group epoch, assignment epoch (0 for a new group, -1 once its TargetAssignmentMetadata is
+tombstoned), members by id (with ``static_members``: instance id -> member id), each member's target, the
+subscription metadata (topic name -> TopicMetadata) and ``partition_epochs`` (topic id -> partition ->
+epoch of the member that holds it: its assigned and pending-revocation partitions).
+Replay rules (Kafka's GroupMetadataManager.replay):
+- MemberMetadata value upserts the member's subscription; tombstone removes the member, which must have no
+  epoch left (its CurrentMemberAssignment tombstone comes first) and no target.
+- TargetAssignmentMember value/tombstone sets/removes the member's target (the member need not exist).
+- TargetAssignmentMetadata value sets the assignment epoch; tombstone sets -1 and needs no target left.
+- CurrentMemberAssignment value updates the member's assignment and the partition epochs (a partition held
+  by two members is a ReplayError); tombstone sets the epoch to -1 and clears its partitions.
+- PartitionMetadata value/tombstone sets/clears the subscription metadata; Metadata value sets the group
+  epoch. The Metadata tombstone (deleting the group) is applied by ``ConsumerGroups``: it needs no member,
+  no target and an assignment epoch of -1.
+Derived: ``state`` (model.GroupState), ``subscribed_topic_names`` (name -> member count).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+
+from coordinator.core.consumer_group import records as R
+from coordinator.core.consumer_group.member import Member
+from coordinator.core.consumer_group.model import EMPTY, Assignment, GroupState, ReplayError, to_wire
+
+CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: a member on the consumer protocol
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, Member] = {}
+        self.static_members: dict[str, str] = {}
+        self.targets: dict[str, Assignment] = {}
+        self.subscription_metadata: dict[str, R.TopicMetadata] = {}
+        self.partition_epochs: dict[uuid.UUID, dict[int, int]] = {}
+        self.subscribed_topic_names: Counter[str] = Counter()
+
+    # ------------------------------------------------------------ derived
+    @property
+    def state(self) -> GroupState:
+        if not self.members:
+            return GroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return GroupState.ASSIGNING
+        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return GroupState.RECONCILING
+        return GroupState.STABLE
+
+    def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get(topic_id, {}).get(partition, -1)
+
+    def static_member(self, instance_id: str) -> Member | None:
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    def target(self, member_id: str) -> Assignment:
+        return self.targets.get(member_id, EMPTY)
+
+    def preferred_assignor(self, default: str, known: tuple[str, ...],
+                           replacing: Mapping[str, Member | None] = {}) -> str:
+        """The most common ServerAssignor among the members (``replacing`` swaps members in or out by id;
+        ties go to the one listed first in ``known``), else ``default``."""
+        members = {**self.members, **replacing}
+        counts = Counter(m.server_assignor for m in members.values() if m is not None and m.server_assignor)
+        if not counts:
+            return default
+        return max(counts, key=lambda a: (counts[a], -known.index(a) if a in known else -len(known)))
+
+    # ------------------------------------------------------------ replay
+    def replay(self, key: R.Key, value: R.Value | None) -> None:
+        if isinstance(key, R.MetadataKey):
+            if value is not None:
+                assert isinstance(value, R.MetadataValue)
+                self.group_epoch = value.epoch
+        elif isinstance(key, R.PartitionMetadataKey):
+            topics = value.topics if isinstance(value, R.PartitionMetadataValue) else ()
+            self.subscription_metadata = {t.topic_name: t for t in topics}
+        elif isinstance(key, R.MemberMetadataKey):
+            self._replay_member(key.member_id, value)
+        elif isinstance(key, R.TargetAssignmentMetadataKey):
+            if value is None:
+                if self.targets:
+                    raise ReplayError(f"group {self.group_id}: target assignment tombstone with targets left")
+                self.assignment_epoch = -1
+            else:
+                assert isinstance(value, R.TargetAssignmentMetadataValue)
+                self.assignment_epoch = value.assignment_epoch
+        elif isinstance(key, R.TargetAssignmentMemberKey):
+            if value is None:
+                self.targets.pop(key.member_id, None)
+            else:
+                assert isinstance(value, R.TargetAssignmentMemberValue)
+                self.targets[key.member_id] = dict(value.partitions)
+        elif isinstance(key, R.CurrentAssignmentKey):
+            self._replay_assignment(key.member_id, value)
+
+    def _replay_member(self, member_id: str, value: R.Value | None) -> None:
+        old = self.members.get(member_id)
+        if value is None:
+            if old is None:
+                return
+            if old.member_epoch != -1 or member_id in self.targets:
+                raise ReplayError(f"group {self.group_id}: member {member_id} removed before its assignment "
+                                  "and target tombstones")
+            self._index(old, None)
+            del self.members[member_id]
+            return
+        assert isinstance(value, R.MemberMetadataValue)
+        new = (old or Member(member_id)).with_metadata(value)
+        self._index(old, new)
+        self.members[member_id] = new
+
+    def _index(self, old: Member | None, new: Member | None) -> None:
+        if old is not None:
+            self.subscribed_topic_names.subtract(old.subscribed_topic_names)
+            if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
+                del self.static_members[old.instance_id]
+        if new is not None:
+            self.subscribed_topic_names.update(new.subscribed_topic_names)
+            if new.instance_id is not None:
+                self.static_members[new.instance_id] = new.member_id
+        self.subscribed_topic_names = +self.subscribed_topic_names  # drop zero counts
+
+    def _replay_assignment(self, member_id: str, value: R.Value | None) -> None:
+        old = self.members.get(member_id)
+        if old is None:
+            if value is None:
+                return
+            old = Member(member_id)
+            self._index(None, old)
+        self._release(old)
+        if value is None:
+            new = old.replace(member_epoch=-1, previous_member_epoch=-1, assigned=EMPTY,
+                              pending_revocation=EMPTY)
+        else:
+            assert isinstance(value, R.CurrentAssignmentValue)
+            new = old.with_assignment(value)
+        self._hold(new)
+        self.members[member_id] = new
+
+    def _release(self, m: Member) -> None:
+        for topic, parts in m.owned.items():
+            epochs = self.partition_epochs.get(topic, {})
+            for p in parts:
+                if epochs.get(p) != m.member_epoch:
+                    raise ReplayError(f"group {self.group_id}: {topic}-{p} is not held at epoch "
+                                      f"{m.member_epoch} by {m.member_id}")
+                del epochs[p]
+            if not epochs:
+                self.partition_epochs.pop(topic, None)
+
+    def _hold(self, m: Member) -> None:
+        for topic, parts in m.owned.items():
+            epochs = self.partition_epochs.setdefault(topic, {})
+            for p in parts:
+                if p in epochs:
+                    raise ReplayError(f"group {self.group_id}: {topic}-{p} is already held at epoch "
+                                      f"{epochs[p]} (wanted by {m.member_id})")
+                epochs[p] = m.member_epoch
+
+    # ------------------------------------------------------------ describe
+    def describe(self, topic_names: Mapping[uuid.UUID, str], default_assignor: str,
+                 known_assignors: tuple[str, ...]) -> dict:
+        """The group's ConsumerGroupDescribe entry; topics missing from ``topic_names`` are left out."""
+
+        def wire(a: Assignment) -> dict:
+            return {"topic_partitions": [{**tp, "topic_name": topic_names[tp["topic_id"]]}
+                                         for tp in to_wire(a) if tp["topic_id"] in topic_names]}
+
+        members = [{
+            "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+            "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+            "subscribed_topic_names": list(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "assignment": wire(m.assigned), "target_assignment": wire(self.target(m.member_id)),
+            "member_type": CONSUMER_MEMBER_TYPE,
+        } for m in sorted(self.members.values(), key=lambda m: m.member_id)]
+        return {"error_code": 0, "error_message": None, "group_id": self.group_id,
+                "group_state": self.state.value, "group_epoch": self.group_epoch,
+                "assignment_epoch": self.assignment_epoch,
+                "assignor_name": self.preferred_assignor(default_assignor, known_assignors),
+                "members": members, "authorized_operations": -2147483648}
+
+    # ------------------------------------------------------------ comparison (tests, reload checks)
+    def snapshot(self) -> tuple:
+        return (self.group_id, self.group_epoch, self.assignment_epoch, dict(self.members),
+                dict(self.static_members), {k: dict(v) for k, v in self.targets.items()},
+                dict(self.subscription_metadata), {k: dict(v) for k, v in self.partition_epochs.items()},
+                dict(self.subscribed_topic_names))

@@ -1,0 +1,429 @@
+"""ConsumerGroupHeartbeat over the consumer groups of one shard: join, heartbeat, leave, timer expiry.
+
+Rules:
+- Every entry takes values and ``now_ms`` and returns a ``HeartbeatOutcome``: the response body (or None
+  for timers), the records to append as ONE atomic batch in Kafka's order, and ``Deadline``s (absolute ms;
+  ``at_ms`` None cancels). Nothing here changes state: the caller appends the records and replays them
+  through ``replay`` (as at load), so a failed write changes nothing. A refused request has no records.
+- Validation is Kafka 4.x's (GroupCoordinatorService), then the state machine's errors (§1.2 of the
+  research note), each with Kafka's code and message.
+- Heartbeat order (GroupMetadataManager.consumerGroupHeartbeat): group (created only by epoch 0), max
+  size, member (dynamic by id; static by instance id with replacement of a member that left with -2),
+  updated member -> MemberMetadata if changed, epoch bump if its subscription changed or the group is new
+  (epoch 0) or the subscription metadata (from the ``topics`` snapshot) changed -> PartitionMetadata,
+  Metadata; a new target when group epoch > assignment epoch -> TargetAssignmentMember for each changed
+  target, TargetAssignmentMetadata; reconcile -> CurrentMemberAssignment; session deadline re-armed;
+  rebalance deadline armed on entering UNREVOKED_PARTITIONS, cancelled on leaving it.
+- The response's assignment is everything the member owns now, only on a full request (epoch 0, or
+  rebalance timeout, names and owned partitions all given) or when its assigned partitions changed.
+- Leave: epoch -1 fences (tombstones CurrentMemberAssignment, TargetAssignmentMember, MemberMetadata; new
+  subscription metadata; epoch + 1); epoch -2 (static) only writes the member at epoch -2, keeping its
+  partitions reserved until it rejoins or its session expires.
+- Divergences: the subscription metadata is recomputed on every heartbeat from the given snapshot (Kafka
+  does so on a refresh deadline or flag); an existing member rejoining with epoch 0 is accepted
+  (KAFKA-19233, after 4.0). Regular expressions are stored but not resolved yet: a member subscribed by
+  regex only subscribes to no topic. Classic-protocol members and migration are a later slice.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from coordinator.core.consumer_group import records as R
+from coordinator.core.consumer_group.assignors import BUILTIN, Assignor, AssignorError, MemberSpec
+from coordinator.core.consumer_group.group import ConsumerGroup
+from coordinator.core.consumer_group.member import Member, canonical_names
+from coordinator.core.consumer_group.model import (
+    Assignment,
+    Err,
+    MemberState,
+    Reject,
+    ReplayError,
+    from_wire,
+    to_wire,
+)
+from coordinator.core.consumer_group.reconcile import reconcile
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+UNKNOWN_SERVER_ERROR_MESSAGE = "The server experienced an unexpected error when processing the request."
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupConfig:
+    """group.consumer.* broker settings (the first assignor is the default)."""
+
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    max_size: int = 2**31 - 1
+    assignors: tuple[str, ...] = ("uniform", "range")
+
+
+class TopicInfo(NamedTuple):
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    kind: str  # "session" | "rebalance"
+    group_id: str
+    member_id: str
+    at_ms: int | None  # None: cancel
+    epoch: int = -1  # rebalance: the epoch the member must have left by at_ms
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.group_id, self.member_id)
+
+
+@dataclass(slots=True)
+class HeartbeatOutcome:
+    response: dict[str, Any] | None
+    records: list[R.Record] = field(default_factory=list)
+    deadlines: list[Deadline] = field(default_factory=list)
+
+
+def random_member_id() -> str:
+    """Java's Uuid.randomUuid().toString(): 22 URL-safe base64 characters."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def error_response(code: Err, message: str | None) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "member_id": None,
+            "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+class ConsumerGroups:
+    def __init__(self, config: ConsumerGroupConfig | None = None, *,
+                 new_member_id: Callable[[], str] = random_member_id,
+                 assignors: Mapping[str, Assignor] | None = None) -> None:
+        self.config = config or ConsumerGroupConfig()
+        self.new_member_id = new_member_id
+        impls = BUILTIN if assignors is None else assignors
+        self.assignors = {name: impls[name] for name in self.config.assignors}
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # ------------------------------------------------------------ replay
+    def replay(self, record: R.Record) -> None:
+        group_id = record.key.group_id
+        group = self.groups.get(group_id)
+        if record.value is None:
+            if group is None:
+                return
+            if isinstance(record.key, R.MetadataKey):
+                if group.members or group.targets or group.assignment_epoch != -1:
+                    raise ReplayError(f"group {group_id} deleted before its members and targets")
+                del self.groups[group_id]
+                return
+        elif group is None:
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        group.replay(record.key, record.value)
+
+    # ------------------------------------------------------------ heartbeat
+    def heartbeat(self, request: Mapping[str, Any], version: int, now_ms: int,
+                  topics: Mapping[str, TopicInfo], client_id: str = "", client_host: str = "") -> HeartbeatOutcome:
+        try:
+            self._validate(request, version)
+            if request["member_epoch"] in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return self._leave(request, topics)
+            return self._heartbeat(request, now_ms, topics, client_id, client_host)
+        except Reject as e:
+            return HeartbeatOutcome(error_response(e.code, e.message))
+
+    def _validate(self, req: Mapping[str, Any], version: int) -> None:
+        epoch = req["member_epoch"]
+        if (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and req["member_id"] == "":
+            raise Reject(Err.INVALID_REQUEST, "MemberId can't be empty.")
+        for name, label in (("group_id", "GroupId"), ("instance_id", "InstanceId"), ("rack_id", "RackId")):
+            if req.get(name) == "":
+                raise Reject(Err.INVALID_REQUEST, f"{label} can't be empty.")
+        if epoch == 0:
+            if req.get("rebalance_timeout_ms", -1) == -1:
+                raise Reject(Err.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            if req.get("topic_partitions") is None or req["topic_partitions"]:
+                raise Reject(Err.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+            if req.get("subscribed_topic_names") is None and req.get("subscribed_topic_regex") is None:
+                raise Reject(Err.INVALID_REQUEST, "Either SubscribedTopicNames or SubscribedTopicRegex must"
+                             " be non-null when (re-)joining.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if req.get("instance_id") is None:
+                raise Reject(Err.INVALID_REQUEST, "InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise Reject(Err.INVALID_REQUEST, "MemberEpoch is invalid.")
+        assignor = req.get("server_assignor")
+        if assignor is not None and assignor not in self.assignors:
+            raise Reject(Err.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {assignor} is not supported. Supported "
+                         f"assignors: {', '.join(self.config.assignors)}.")
+
+    def _heartbeat(self, req: Mapping[str, Any], now_ms: int, topics: Mapping[str, TopicInfo],
+                   client_id: str, client_host: str) -> HeartbeatOutcome:
+        group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
+        instance_id = req.get("instance_id")
+        owned = None if req.get("topic_partitions") is None else from_wire(req["topic_partitions"])
+        records: list[R.Record] = []
+        deadlines: list[Deadline] = []
+        group = self.groups.get(group_id)
+        if group is None:
+            if epoch != 0:
+                raise Reject(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            group = ConsumerGroup(group_id)  # it exists once its first record is replayed
+        if len(group.members) >= self.config.max_size and (member_id == "" or member_id not in group.members):
+            raise Reject(Err.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                         f"{self.config.max_size} members.")
+        if member_id == "":
+            member_id = self.new_member_id()
+
+        # the member, and the static member it replaces
+        replaced: Member | None = None
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if epoch != 0:
+                    raise Reject(Err.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+                member = Member(member_id)
+            else:
+                _check_epoch(member, epoch, owned)
+        else:
+            existing = group.static_member(instance_id)
+            if epoch == 0:
+                if existing is None:
+                    member = group.members.get(member_id) or Member(member_id)
+                else:
+                    if existing.member_epoch != STATIC_LEAVE_EPOCH:
+                        raise Reject(Err.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                     f"{instance_id} cannot join the group because the instance id is owned by "
+                                     f"{existing.member_id} member.")
+                    replaced = existing
+                    member = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+                    records += _removal(group_id, existing.member_id)
+                    records += [R.Record(R.MemberMetadataKey(group_id, member_id), member.metadata_value()),
+                                R.Record(R.TargetAssignmentMemberKey(group_id, member_id),
+                                         R.TargetAssignmentMemberValue(dict(group.target(existing.member_id)))),
+                                R.Record(R.CurrentAssignmentKey(group_id, member_id), member.assignment_value())]
+                    if existing.member_id != member_id:
+                        deadlines += _cancel_timers(group_id, existing.member_id)
+            else:
+                if existing is None:
+                    raise Reject(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                if existing.member_id != member_id:
+                    raise Reject(Err.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                 f"{instance_id} was fenced by member {existing.member_id}.")
+                _check_epoch(existing, epoch, owned)
+                member = existing
+        old_id = replaced.member_id if replaced is not None else member_id
+
+        # 1. the member's subscription, the subscription metadata, the group epoch
+        updated = _apply_request(member, req, client_id, client_host)
+        bump = group.group_epoch == 0
+        if updated.metadata_value() != member.metadata_value():  # always for a new member (its timeout)
+            records.append(R.Record(R.MemberMetadataKey(group_id, member_id), updated.metadata_value()))
+            bump = bump or not updated.subscription_equals(member)
+        names = Counter(group.subscribed_topic_names)
+        if old_id in group.members:
+            names.subtract(group.members[old_id].subscribed_topic_names)
+        names.update(updated.subscribed_topic_names)
+        metadata = _subscription_metadata(+names, topics)
+        if metadata != group.subscription_metadata:
+            records.append(R.Record(R.PartitionMetadataKey(group_id),
+                                    _metadata_value(metadata)))
+            bump = True
+        group_epoch = group.group_epoch + 1 if bump else group.group_epoch
+        if bump:
+            records.append(R.Record(R.MetadataKey(group_id), R.MetadataValue(group_epoch)))
+
+        # 2. the target assignment
+        own_target = group.target(old_id)
+        if group_epoch > group.assignment_epoch:
+            members = {m.member_id: m for m in group.members.values() if m.member_id != old_id}
+            members[member_id] = updated
+            current = {m: group.target(m) for m in members}
+            current[member_id] = own_target
+            had = {m for m in members if m in group.targets}
+            if old_id in group.targets or replaced is not None:
+                had.add(member_id)
+            targets = self._assign(group, members, current, metadata, replacing={old_id: None, member_id: updated})
+            for m, target in targets.items():
+                if m not in had or target != current[m]:
+                    records.append(R.Record(R.TargetAssignmentMemberKey(group_id, m),
+                                            R.TargetAssignmentMemberValue(dict(target))))
+            records.append(R.Record(R.TargetAssignmentMetadataKey(group_id),
+                                    R.TargetAssignmentMetadataValue(group_epoch)))
+            target_epoch, target = group_epoch, targets[member_id]
+        else:
+            target_epoch, target = group.assignment_epoch, own_target
+
+        # 3. reconciliation
+        reconciled = updated
+        if not updated.is_reconciled_to(target_epoch):
+            reconciled = reconcile(updated, target_epoch, target, owned, group.partition_epoch)
+        if reconciled.assignment_value() != updated.assignment_value():
+            records.append(R.Record(R.CurrentAssignmentKey(group_id, member_id), reconciled.assignment_value()))
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                deadlines.append(Deadline("rebalance", group_id, member_id,
+                                          now_ms + reconciled.rebalance_timeout_ms, reconciled.member_epoch))
+            else:
+                deadlines.append(Deadline("rebalance", group_id, member_id, None))
+        deadlines.append(Deadline("session", group_id, member_id, now_ms + self.config.session_timeout_ms))
+
+        full = epoch == 0 or (req.get("rebalance_timeout_ms", -1) != -1
+                              and req.get("subscribed_topic_names") is not None and owned is not None)
+        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member_id,
+                    "member_epoch": reconciled.member_epoch,
+                    "heartbeat_interval_ms": self.config.heartbeat_interval_ms, "assignment": None}
+        if full or reconciled.assigned != member.assigned:
+            response["assignment"] = {"topic_partitions": to_wire(reconciled.assigned)}
+        return HeartbeatOutcome(response, records, deadlines)
+
+    def _assign(self, group: ConsumerGroup, members: Mapping[str, Member], current: Mapping[str, Assignment],
+                metadata: Mapping[str, R.TopicMetadata], replacing: Mapping[str, Member | None]
+                ) -> dict[str, Assignment]:
+        name = group.preferred_assignor(self.config.assignors[0], self.config.assignors, replacing)
+        partitions = {t.topic_id: t.num_partitions for t in metadata.values()}
+        specs = {m.member_id: MemberSpec(frozenset(metadata[n].topic_id for n in m.subscribed_topic_names
+                                                   if n in metadata),
+                                         current[m.member_id], m.instance_id) for m in members.values()}
+        try:
+            targets = self.assignors[name](specs, partitions)
+        except AssignorError as e:
+            raise Reject(Err.UNKNOWN_SERVER_ERROR, UNKNOWN_SERVER_ERROR_MESSAGE) from e
+        return {m: targets.get(m, {}) for m in specs}
+
+    # ------------------------------------------------------------ leave and fencing
+    def _leave(self, req: Mapping[str, Any], topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
+        group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
+        instance_id = req.get("instance_id")
+        group = self.groups.get(group_id)
+        if group is None:
+            raise Reject(Err.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member_id,
+                    "member_epoch": epoch, "heartbeat_interval_ms": 0, "assignment": None}
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise Reject(Err.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise Reject(Err.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if member.member_id != member_id:
+                raise Reject(Err.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} "
+                             f"was fenced by member {member.member_id}.")
+            if epoch == STATIC_LEAVE_EPOCH:
+                away = member.replace(member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})
+                record = R.Record(R.CurrentAssignmentKey(group_id, member_id), away.assignment_value())
+                return HeartbeatOutcome(response, [record])
+        return self._fence(group, member, topics, response)
+
+    def _fence(self, group: ConsumerGroup, member: Member, topics: Mapping[str, TopicInfo],
+               response: dict[str, Any] | None) -> HeartbeatOutcome:
+        group_id = group.group_id
+        records = _removal(group_id, member.member_id)
+        names = Counter(group.subscribed_topic_names)
+        names.subtract(member.subscribed_topic_names)
+        metadata = _subscription_metadata(+names, topics)
+        if metadata != group.subscription_metadata:
+            records.append(R.Record(R.PartitionMetadataKey(group_id),
+                                    _metadata_value(metadata)))
+        records.append(R.Record(R.MetadataKey(group_id), R.MetadataValue(group.group_epoch + 1)))
+        return HeartbeatOutcome(response, records, _cancel_timers(group_id, member.member_id))
+
+    def expire_session(self, group_id: str, member_id: str, now_ms: int,
+                       topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
+        """The member's session deadline passed: fence it (nothing if it is already gone)."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None:
+            return HeartbeatOutcome(None)
+        return self._fence(group, member, topics, None)
+
+    def expire_rebalance(self, group_id: str, member_id: str, epoch: int, now_ms: int,
+                         topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
+        """The member did not revoke within its rebalance timeout: fenced if it is still at ``epoch``."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None or member.member_epoch != epoch:
+            return HeartbeatOutcome(None)
+        return self._fence(group, member, topics, None)
+
+    def loaded_deadlines(self, now_ms: int) -> list[Deadline]:
+        """After a load: every member's session deadline, and the rebalance deadline of those revoking."""
+        out = []
+        for group in self.groups.values():
+            for m in group.members.values():
+                out.append(Deadline("session", group.group_id, m.member_id, now_ms + self.config.session_timeout_ms))
+                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                    out.append(Deadline("rebalance", group.group_id, m.member_id,
+                                        now_ms + m.rebalance_timeout_ms, m.member_epoch))
+        return out
+
+    # ------------------------------------------------------------ describe
+    def describe(self, group_ids: Iterable[str], topic_names: Mapping[uuid.UUID, str]) -> list[dict[str, Any]]:
+        out = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                out.append({"error_code": int(Err.GROUP_ID_NOT_FOUND), "error_message": f"Group {group_id} not found.",
+                            "group_id": group_id})
+            else:
+                out.append(group.describe(topic_names, self.config.assignors[0], self.config.assignors))
+        return out
+
+
+def _check_epoch(member: Member, epoch: int, owned: Assignment | None) -> None:
+    """FENCED_MEMBER_EPOCH unless the epoch is the member's, 0 (a rejoin), or its previous epoch with a
+    subset of its partitions (the response that moved it on was lost)."""
+    if epoch == 0 or epoch == member.member_epoch:
+        return
+    if epoch > member.member_epoch:
+        raise Reject(Err.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({epoch}) "
+                     f"than the one known by the group coordinator ({member.member_epoch}). The member must "
+                     "abandon all its partitions and rejoin.")
+    subset = owned is not None and all(t in member.assigned and ps <= member.assigned[t] for t, ps in owned.items())
+    if epoch != member.previous_member_epoch or not subset:
+        raise Reject(Err.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({epoch}) "
+                     f"than the one known by the group coordinator ({member.member_epoch}). The member must "
+                     "abandon all its partitions and rejoin.")
+
+
+def _apply_request(member: Member, req: Mapping[str, Any], client_id: str, client_host: str) -> Member:
+    """The member with the request's non-null fields applied (Kafka's maybeUpdate*)."""
+    names, regex = req.get("subscribed_topic_names"), req.get("subscribed_topic_regex")
+    timeout = req.get("rebalance_timeout_ms", -1)
+
+    def pick(key: str, old: Any) -> Any:
+        value = req.get(key)
+        return old if value is None else value
+
+    return member.replace(
+        instance_id=pick("instance_id", member.instance_id), rack_id=pick("rack_id", member.rack_id),
+        rebalance_timeout_ms=member.rebalance_timeout_ms if timeout == -1 else timeout,
+        server_assignor=pick("server_assignor", member.server_assignor),
+        subscribed_topic_names=member.subscribed_topic_names if names is None else canonical_names(names),
+        subscribed_topic_regex=member.subscribed_topic_regex if regex is None else (regex or None),
+        client_id=client_id, client_host=client_host)
+
+
+def _subscription_metadata(names: Mapping[str, int], topics: Mapping[str, TopicInfo]) -> dict[str, R.TopicMetadata]:
+    return {n: R.TopicMetadata(topics[n].topic_id, n, topics[n].partitions) for n in sorted(names) if n in topics}
+
+
+def _metadata_value(metadata: Mapping[str, R.TopicMetadata]) -> R.PartitionMetadataValue:
+    """Topics in the order they are written (by topic id), so a decoded record equals the one written."""
+    return R.PartitionMetadataValue(tuple(sorted(metadata.values(), key=lambda t: t.topic_id.bytes)))
+
+
+def _removal(group_id: str, member_id: str) -> list[R.Record]:
+    """A member's tombstones, in the order replay requires."""
+    return [R.Record(R.CurrentAssignmentKey(group_id, member_id), None),
+            R.Record(R.TargetAssignmentMemberKey(group_id, member_id), None),
+            R.Record(R.MemberMetadataKey(group_id, member_id), None)]
+
+
+def _cancel_timers(group_id: str, member_id: str) -> list[Deadline]:
+    return [Deadline("session", group_id, member_id, None), Deadline("rebalance", group_id, member_id, None)]
