@@ -54,10 +54,10 @@ apt-deps: $(APT_STAMP)
 run: compile
 	$(BIN)/groupcoord serve $(ARGS)
 
-# The docker-compose topology as local processes on 127.0.0.1 (deploy/local_cluster.py; README "Cluster"):
+# The docker-compose topology as local processes on 127.0.0.1 (deploy/local_cluster.py; docs/cluster.md):
 # ZooKeeper, three nodes and Prometheus, data and logs under ./cluster-data (CLUSTER_* env vars override).
 # `make cluster SECURE=1`: the same, secured (SASL_SSL, TLS between nodes, SCRAM users, ACLs for User:app;
-# README "Secured cluster"); it makes the certificates (`make certs`) when they are missing or expiring.
+# docs/cluster.md "Secured cluster"); it makes the certificates (`make certs`) when they are missing or expiring.
 .PHONY: cluster cluster-stop certs compose-secrets
 SECURE  ?=
 cluster: compile $(APT_STAMP)
