@@ -94,28 +94,55 @@ def groups_describe(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 def groups_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
+    from client.range_reader import RangeReader
+
     rc = 0
-    for gid in args.group:
-        offsets = admin.list_group_offsets(gid)
-        owners: dict[TopicPartition, Any] = {}
-        desc = admin.describe_groups([gid])[0]
-        for m in desc.members:
-            for tp in m.assignment:
-                owners[tp] = m
-        ends = list_offsets(admin.cluster, offsets, LATEST) if offsets else {}
-        print(f"GROUP {gid}  STATE {desc.state}")
-        rows = []
-        for tp in sorted(set(offsets) | set(owners)):
-            cur = offsets[tp].offset if tp in offsets else None
-            end = ends.get(tp)
-            lag = end - cur if cur is not None and end is not None and cur >= 0 else None
-            m = owners.get(tp)
-            rows.append((tp.topic, tp.partition, cur, end, lag, m.member_id if m else None,
-                         m.client_host if m else None, m.client_id if m else None))
-        table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-               "CLIENT-ID"], rows)
-        print()
+    # LAG-SECONDS reads the record at each lagging committed offset
+    reader = RangeReader(args.bootstrap_server, security=security_from_args(args), request_timeout_ms=15000,
+                         max_partition_fetch_bytes=65536, retries=1)
+    try:
+        for gid in args.group:
+            _group_offsets(admin, reader, gid)
+    finally:
+        reader.close()
     return rc
+
+
+def _group_offsets(admin: AdminClient, reader: Any, gid: str) -> None:
+    offsets = admin.list_group_offsets(gid)
+    owners: dict[TopicPartition, Any] = {}
+    desc = admin.describe_groups([gid])[0]
+    for m in desc.members:
+        for tp in m.assignment:
+            owners[tp] = m
+    ends = list_offsets(admin.cluster, offsets, LATEST) if offsets else {}
+    print(f"GROUP {gid}  STATE {desc.state}")
+    rows = []
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    for tp in sorted(set(offsets) | set(owners)):
+        cur = offsets[tp].offset if tp in offsets else None
+        end = ends.get(tp)
+        lag = end - cur if cur is not None and end is not None and cur >= 0 else None
+        age = None if lag is None else 0.0 if lag <= 0 else lag_seconds(reader, tp, cur or 0, now_ms)
+        m = owners.get(tp)
+        rows.append((tp.topic, tp.partition, cur, end, lag, None if age is None else f"{age:.1f}",
+                     m.member_id if m else None, m.client_host if m else None, m.client_id if m else None))
+    table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAG-SECONDS", "CONSUMER-ID",
+           "HOST", "CLIENT-ID"], rows)
+    print()
+
+
+def lag_seconds(reader: Any, tp: TopicPartition, committed: int, now_ms: int) -> float | None:
+    """Age of the oldest record the group has not consumed (the first at or past ``committed``), in seconds;
+    None when it cannot be read (retention deleted it, or no access)."""
+    try:
+        start = max(committed, reader.log_bounds(tp)[0])
+        for _, records in reader.read(tp, start, start + 1):
+            if records:
+                return max(0.0, (now_ms - records[0].timestamp) / 1000)
+    except KafkaError:
+        return None
+    return None
 
 
 def groups_delete(admin: AdminClient, args: argparse.Namespace) -> int:

@@ -55,6 +55,40 @@ def _policy(text: str) -> None:
             raise ValueError(f"{part!r} is not delete or compact")
 
 
+REBALANCE_PROTOCOLS = ("classic", "consumer")
+CONSUMER_ASSIGNORS = ("uniform", "range")
+
+
+def split_list(text: str) -> tuple[str, ...]:
+    """A Kafka list value: comma-separated, blanks around items ignored."""
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _protocols(text: str) -> None:
+    """group.coordinator.rebalance.protocols (Kafka's GroupCoordinatorConfig): known names; classic required."""
+    names = split_list(text)
+    for name in names:
+        if name not in REBALANCE_PROTOCOLS:
+            raise ValueError(f"{name!r} is not one of {', '.join(REBALANCE_PROTOCOLS)}")
+    if "classic" not in names:
+        raise ValueError("disabling the 'classic' protocol is not supported")
+
+
+def _assignors(text: str) -> None:
+    names = split_list(text)
+    if not names:
+        raise ValueError("at least one assignor is required")
+    for name in names:
+        if name not in CONSUMER_ASSIGNORS:
+            raise ValueError(f"{name!r} is not one of {', '.join(CONSUMER_ASSIGNORS)}")
+    if len(set(names)) != len(names):
+        raise ValueError("an assignor is listed twice")
+
+
+def consumer_protocol_enabled(cfg: Config) -> bool:
+    return "consumer" in split_list(cfg["group.coordinator.rebalance.protocols"])
+
+
 KEYS: tuple[Key, ...] = (
     Key("host", str, "127.0.0.1", "Kafka listener address (ours). Use 0.0.0.0 to bind all interfaces."),
     Key("port", int, 9092, "Kafka listener port (ours); 0 picks a free port.", 0, 65535),
@@ -64,6 +98,12 @@ KEYS: tuple[Key, ...] = (
     Key("metrics.host", str, "127.0.0.1", "Prometheus /metrics address (ours)."),
     Key("metrics.port", int, 9404, "Prometheus /metrics port (ours); 0 picks a free port, -1 disables.", -1,
         65535),
+    Key("metrics.lag.interval.ms", int, 5000, "Consumer lag gauges: how often the coordinator computes them (ours;"
+        " at least 10 times the last computation's duration).", 100),
+    Key("metrics.lag.max.groups", int, 1000, "Consumer lag gauges: groups with series of their own, the most "
+        "lagging first; the others are summed under group=\"_other\" (ours).", 0),
+    Key("metrics.lag.per.partition", bool, False, "Consumer lag gauges: also one series per partition of each "
+        "group with series of its own (ours)."),
     Key("node.id", int, 0, "This node's id.", 0),
     Key("cluster.id", str, "groupcoord-cluster", "Cluster id reported in Metadata (ours)."),
     Key("num.partitions", int, 1, "Partitions of auto-created topics.", 1),
@@ -72,6 +112,21 @@ KEYS: tuple[Key, ...] = (
     Key("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 1),
     Key("group.max.session.timeout.ms", int, 1_800_000, "Largest session timeout a member may ask for.", 1),
     Key("group.max.size", int, 2**31 - 1, "Most members a group may have.", 1),
+    Key("group.coordinator.rebalance.protocols", str, "classic,consumer", "Group protocols served: classic, and "
+        "consumer (KIP-848: ConsumerGroupHeartbeat and ConsumerGroupDescribe are advertised only with it).",
+        check=_protocols),
+    Key("group.consumer.session.timeout.ms", int, 45000, "Session timeout of consumer-protocol members.", 1),
+    Key("group.consumer.min.session.timeout.ms", int, 45000, "Smallest group.consumer.session.timeout.ms.", 1),
+    Key("group.consumer.max.session.timeout.ms", int, 60000, "Largest group.consumer.session.timeout.ms.", 1),
+    Key("group.consumer.heartbeat.interval.ms", int, 5000, "Heartbeat interval told to consumer-protocol "
+        "members.", 1),
+    Key("group.consumer.min.heartbeat.interval.ms", int, 5000, "Smallest group.consumer.heartbeat.interval.ms.",
+        1),
+    Key("group.consumer.max.heartbeat.interval.ms", int, 15000, "Largest group.consumer.heartbeat.interval.ms.",
+        1),
+    Key("group.consumer.max.size", int, 2**31 - 1, "Most members a consumer-protocol group may have.", 1),
+    Key("group.consumer.assignors", str, "uniform,range", "Server-side assignors of consumer-protocol groups "
+        "(uniform, range; the first is the default).", check=_assignors),
     Key("offsets.topic.num.partitions", int, 50, "Offsets partitions groups are sharded onto.", 1),
     Key("offsets.retention.minutes", int, 10080, "Offsets of an empty group expire after this.", 1),
     Key("offsets.retention.check.interval.ms", int, 600_000, "How often expired offsets are removed.", 1),
@@ -348,4 +403,19 @@ def load(file: str | Path | None = None, env: Mapping[str, str] | None = None,
         raise ConfigError(str(e)) from None
     if cfg["group.min.session.timeout.ms"] > cfg["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms is above group.max.session.timeout.ms")
+    _check_consumer_group_keys(cfg)
     return cfg
+
+
+def _check_consumer_group_keys(cfg: Config) -> None:
+    """Kafka's GroupCoordinatorConfig requirements on the group.consumer.* timeouts."""
+    for what in ("session.timeout.ms", "heartbeat.interval.ms"):
+        value, lo, hi = (cfg[f"group.consumer.{what}"], cfg[f"group.consumer.min.{what}"],
+                         cfg[f"group.consumer.max.{what}"])
+        if lo > hi:
+            raise ConfigError(f"group.consumer.min.{what} ({lo}) is above group.consumer.max.{what} ({hi})")
+        if not lo <= value <= hi:
+            raise ConfigError(f"group.consumer.{what} ({value}) must be between group.consumer.min.{what} ({lo}) "
+                              f"and group.consumer.max.{what} ({hi})")
+    if cfg["group.consumer.heartbeat.interval.ms"] >= cfg["group.consumer.session.timeout.ms"]:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")

@@ -106,6 +106,45 @@ class _ClusterCollector:
         yield g
 
 
+class _LagCollector:
+    """Consumer lag per group and topic (issue #37), from the runtime's ``lag_sampler`` (its latest
+    ``LagSeries``, read at scrape time). Group labels are bounded by ``metrics.lag.max.groups`` (the rest is
+    ``group="_other"``); topics are only those this node hosts. Absent until the first computation."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Any] | None = None
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        latest = self.source() if self.source is not None else None
+        if latest is None:
+            return
+        rec = GaugeMetricFamily("groupcoord_group_lag_records", "Records a group has not consumed yet per topic: "
+                                "log end (high watermark) minus committed offset, summed over the partitions "
+                                "this node hosts.", labels=["group", "topic"])
+        for (group, topic), n in sorted(latest.records.items()):
+            rec.add_metric([group, topic], n)
+        yield rec
+        sec = GaugeMetricFamily("groupcoord_group_lag_seconds", "Age of the oldest record a group has not "
+                                "consumed yet per topic (now minus its timestamp; 0 when caught up).",
+                                labels=["group", "topic"])
+        for (group, topic), v in sorted(latest.seconds.items()):
+            sec.add_metric([group, topic], v)
+        yield sec
+        if latest.partition_records:
+            prec = GaugeMetricFamily("groupcoord_group_partition_lag_records", "Records a group has not consumed "
+                                     "yet per partition (metrics.lag.per.partition).",
+                                     labels=["group", "topic", "partition"])
+            for (group, topic, p), n in sorted(latest.partition_records.items()):
+                prec.add_metric([group, topic, str(p)], n)
+            yield prec
+            psec = GaugeMetricFamily("groupcoord_group_partition_lag_seconds", "Age of the oldest record a group "
+                                     "has not consumed yet per partition (metrics.lag.per.partition).",
+                                     labels=["group", "topic", "partition"])
+            for (group, topic, p), v in sorted(latest.partition_seconds.items()):
+                psec.add_metric([group, topic, str(p)], v)
+            yield psec
+
+
 class _RequestCollector:
     """``groupcoord_requests_total`` and ``groupcoord_request_latency_seconds``, by API."""
 
@@ -179,6 +218,8 @@ class Metrics:
         r.register(self.groups)  # type: ignore[arg-type]
         self.cluster = _ClusterCollector()
         r.register(self.cluster)  # type: ignore[arg-type]
+        self.lag = _LagCollector()
+        r.register(self.lag)  # type: ignore[arg-type]
         self._http = None
 
     def request_started(self, api_key: int, n: int = 1) -> None:

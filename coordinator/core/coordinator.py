@@ -27,6 +27,13 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
   settling, loading, unloading, closed connections) bumps the epoch; heartbeats and offset commits do not:
   a heartbeat only re-arms its own member's session, and a commit only re-arms sessions, stores offsets or
   creates an Empty group where none existed.
+- KIP-848 consumer groups live in each shard (``Shard.consumer``; served by runtime/consumer_groups.py).
+  Here only their meeting points with the classic APIs (``consumer_routing``): OffsetCommit/OffsetFetch of
+  a consumer group are checked as Kafka 4.0's ConsumerGroup.validateOffsetCommit/validateOffsetFetch (an
+  accepted commit is then stored as an anonymous one: the classic checks do not apply to it), and a
+  JoinGroup naming a non-empty consumer group answers INCONSISTENT_GROUP_PROTOCOL (Kafka would migrate it:
+  a later slice) while one naming an empty consumer group deletes it (its tombstones are written with the
+  join's records) and goes on as a classic join.
 """
 
 from __future__ import annotations
@@ -39,12 +46,17 @@ from dataclasses import dataclass
 from .admin import handle_delete_groups, handle_describe_groups, handle_list_groups, handle_offset_delete
 from .bulk_replay import replay_records
 from .config import GroupConfig
+from .consumer_group import ConsumerGroupConfig, ConsumerGroups
+from .consumer_group import records as cg_records
+from .consumer_group.group import ConsumerGroup
+from .consumer_group.model import Err as CgErr
 from .env import Env
 from .errors import Err
-from .group import DEAD, STABLE
+from .group import DEAD, EMPTY, STABLE, Group
 from .join import handle_join
 from .member import DROPPED
 from .membership import handle_heartbeat, handle_leave, handle_sync, heartbeat
+from .offset_store import OffsetStore
 from .offsets import (
     PendingCommit,
     commit_one,
@@ -63,6 +75,7 @@ from .rebalance import (
     schedule_session,
 )
 from .records import OffsetCommitValue
+from .responses import join_response, offset_commit_response
 from .shard import Shard, ShardStatus
 from .sharding import partition_for
 
@@ -78,6 +91,101 @@ _HANDLERS = {
     14: handle_sync, 15: handle_describe_groups, 16: handle_list_groups, 42: handle_delete_groups,
     47: handle_offset_delete,
 }
+
+
+# ---------------------------------------------------------------- consumer groups meet the classic APIs
+_ROUTED = frozenset((8, 9, 11))
+_ACCEPTED = object()
+
+
+def _consumer_group(env: Env, group_id: str | None) -> ConsumerGroup | None:
+    if group_id is None:
+        return None
+    shard = env.shard_of(group_id)
+    return shard.consumer.groups.get(group_id) if shard.status is ShardStatus.ACTIVE else None
+
+
+def _check_commit(env: Env, group_id: str, version: int, epoch: int, member_id: str) -> object | None:
+    """None: not a consumer group (the classic rules apply); _ACCEPTED; or the error of every partition.
+    Kafka 4.0's ConsumerGroup.validateOffsetCommit (non-transactional): a negative epoch commits to a group
+    without members (admin, manual assignment); else the member must exist (UNKNOWN_MEMBER_ID), commit with
+    v9+ (UNSUPPORTED_VERSION) and carry its current epoch (STALE_MEMBER_EPOCH)."""
+    group = _consumer_group(env, group_id)
+    if group is None:
+        return None
+    if epoch < 0 and not group.members:
+        return _ACCEPTED
+    member = group.members.get(member_id)
+    if member is None:
+        return CgErr.UNKNOWN_MEMBER_ID
+    if version < 9:
+        return CgErr.UNSUPPORTED_VERSION
+    if epoch != member.member_epoch:
+        return CgErr.STALE_MEMBER_EPOCH
+    return _ACCEPTED
+
+
+def _check_fetch(env: Env, group_id: str, member_id: str | None, epoch: int) -> CgErr | None:
+    """Kafka 4.0's ConsumerGroup.validateOffsetFetch: no member id and a negative epoch (admin, or a client
+    that does not say) is accepted; else UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH."""
+    group = _consumer_group(env, group_id)
+    if group is None or (member_id is None and epoch < 0):
+        return None
+    member = group.members.get(member_id or "")
+    if member is None:
+        return CgErr.UNKNOWN_MEMBER_ID
+    if epoch != member.member_epoch:
+        return CgErr.STALE_MEMBER_EPOCH
+    return None
+
+
+def _route(env: Env, fx: Effects, api_key: int, version: int, req: dict, token: object, client_id: str,
+           client_host: str, handler: Callable) -> None:
+    """OffsetCommit, OffsetFetch v9+ and JoinGroup when they name a consumer group (see the rules)."""
+    if api_key == 8:
+        group_id = req.get("group_id")
+        if group_id and env.status_error(group_id) is None:
+            epoch = req.get("generation_id_or_member_epoch", req.get("generation_id", -1))
+            routed = _check_commit(env, group_id, version, -1 if epoch is None else epoch,
+                                   req.get("member_id") or "")
+            if routed is _ACCEPTED:
+                req = {**req, "generation_id_or_member_epoch": -1, "generation_id": -1, "member_id": "",
+                       "group_instance_id": None}
+            elif routed is not None:
+                fx.complete(token, offset_commit_response(
+                    [(t["name"], [(p["partition_index"], int(routed)) for p in t["partitions"]])  # type: ignore
+                     for t in req.get("topics") or []]))
+                return
+    elif api_key == 9 and version >= 9:
+        refused: dict[int, dict] = {}
+        kept = []
+        for i, g in enumerate(req.get("groups") or ()):
+            gid = g.get("group_id")
+            error = (_check_fetch(env, gid, g.get("member_id"), g.get("member_epoch", -1))
+                     if gid and env.status_error(gid) is None else None)
+            if error is None:
+                kept.append(g)
+            else:
+                refused[i] = {"group_id": gid, "topics": [], "error_code": int(error)}
+        if refused:
+            inner = Effects(fx.now_ms)
+            handler(env, inner, version, {**req, "groups": kept}, token, client_id, client_host)
+            answered = iter(inner.completions[0][1]["groups"]) if inner.completions else iter(())
+            groups = [refused[i] if i in refused else next(answered) for i in range(len(refused) + len(kept))]
+            fx.complete(token, {**(inner.completions[0][1] if inner.completions else {}), "groups": groups})
+            return
+    elif api_key == 11:
+        group_id = req.get("group_id")
+        group = _consumer_group(env, group_id) if group_id else None
+        if group is not None:
+            if group.members:  # Kafka 4.0 would take the member into the consumer group (migration)
+                fx.complete(token, join_response(version, Err.INCONSISTENT_GROUP_PROTOCOL,
+                                                 req.get("member_id") or ""))
+                return
+            shard = env.shard_of(group_id)
+            for record in shard.consumer.delete_records(group_id):  # Kafka deletes an empty consumer group
+                fx.write(shard.shard_id, *cg_records.encode_record(record))
+    handler(env, fx, version, req, token, client_id, client_host)
 
 
 class SeededIds:
@@ -124,10 +232,12 @@ class HeartbeatLease:
 
 
 class Coordinator:
-    def __init__(self, config: GroupConfig | None = None, new_id: Callable[[], str] | None = None) -> None:
+    def __init__(self, config: GroupConfig | None = None, new_id: Callable[[], str] | None = None, *,
+                 consumer: ConsumerGroupConfig | None = None) -> None:
         cfg = config or GroupConfig()
         self.config = cfg
-        self._env = Env(cfg, new_id or SeededIds(), [Shard(i) for i in range(cfg.offsets_topic_num_partitions)])
+        self._env = Env(cfg, new_id or SeededIds(),
+                        [Shard(i, consumer) for i in range(cfg.offsets_topic_num_partitions)])
         self._writes: dict[int, _PendingWrite] = {}
         self._next_write = 1
         self._epoch = 0  # bumped by every call that may change a heartbeat's answer (see renew)
@@ -141,6 +251,28 @@ class Coordinator:
     def shard_status(self, shard_id: int) -> ShardStatus:
         return self._env.shards[shard_id].status
 
+    def consumer_groups(self, shard_id: int) -> ConsumerGroups:
+        """The shard's KIP-848 consumer groups (read them; change them only by appending and replaying)."""
+        return self._env.shards[shard_id].consumer
+
+    def classic_group_state(self, group_id: str) -> tuple[bool, bool] | None:
+        """(empty, has a GroupMetadata record) of the group id's classic group on an ACTIVE shard, or None when
+        there is none (a group that only holds committed offsets is an empty classic group)."""
+        group = self._env.group(group_id)
+        if group is None:
+            return None
+        return group.state is EMPTY, group.generation > 0 or group.protocol_type is not None
+
+    def classic_group_replaced(self, group_id: str) -> None:
+        """A consumer group replaced the empty classic group (its tombstone is durable): the id keeps only a
+        bare offsets holder, as after a load."""
+        self._epoch += 1
+        shard = self._env.shard_of(group_id)
+        if shard.offsets.has_group(group_id):
+            shard.groups[group_id] = Group(group_id)
+        else:
+            shard.groups.pop(group_id, None)
+
     # ------------------------------------------------------------ requests and timers
 
     def handle(self, api_key: int, version: int, request: dict, token: object, now_ms: int, *,
@@ -150,7 +282,10 @@ class Coordinator:
         if handler is None:
             raise ValueError(f"api key {api_key} is not served by the group coordinator")
         fx = Effects(now_ms)
-        handler(self._env, fx, version, request, token, client_id, client_host)
+        if api_key in _ROUTED:
+            _route(self._env, fx, api_key, version, request, token, client_id, client_host, handler)
+        else:
+            handler(self._env, fx, version, request, token, client_id, client_host)
         if self._may_be_due(now_ms):
             self._fire_due(fx)
         return self._finish(fx)
@@ -199,6 +334,12 @@ class Coordinator:
         ``commit_settled``. None when a timer is due: then ``handle`` must serve it."""
         if self._may_be_due(now_ms):
             return None
+        if group_id is not None:
+            routed = _check_commit(self._env, group_id, version, generation, member_id)
+            if routed is not None:
+                if routed is not _ACCEPTED:
+                    return routed  # type: ignore[return-value]
+                generation, member_id, instance_id = -1, "", None  # stored as an anonymous commit
         return commit_one(self._env, now_ms, version, group_id, generation, member_id, instance_id, topic,
                           partition, offset, leader_epoch, metadata, retention_ms)
 
@@ -420,6 +561,10 @@ class Coordinator:
     def offsets_held(self) -> int:
         """Committed offsets in memory, all shards (what offsets.max.committed bounds)."""
         return sum(len(s.offsets) for s in self._env.shards)
+
+    def active_offset_stores(self) -> list[OffsetStore]:
+        """The committed offsets of every offsets partition this coordinator serves now (the lag gauges)."""
+        return [s.offsets for s in self._env.shards if s.status is ShardStatus.ACTIVE]
 
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
         shard = self._env.shard_of(group_id)

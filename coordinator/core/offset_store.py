@@ -105,6 +105,15 @@ class OffsetStore:
             out.append(((names[key >> 32], _partition(key)), self._value(group, key, words, n + 3 * i)))
         return out
 
+    def partition_offsets(self, group: str) -> list[tuple[TopicPartition, int]]:
+        """One group's (topic, partition) and committed offset each, in (topic id, partition) order, without
+        building values (the lag scan reads every entry every few seconds)."""
+        words = self._groups.get(group)
+        if words is None:
+            return []
+        names, n = self._names, len(words) >> 2
+        return [((names[key >> 32], _partition(key)), offset) for key, offset in zip(words[:n], words[n::3])]
+
     def group_partitions(self, group: str) -> list[TopicPartition]:
         words = self._groups.get(group)
         if words is None:

@@ -15,6 +15,10 @@ Rules:
   are Empty with no protocol type), so listing, describing and deleting see them.
 - ``pending_commits`` counts offset commits written but not yet durable per (group, topic, partition);
   retention never expires a partition with a pending commit (Kafka's pendingOffsetCommits).
+- ``consumer`` holds the shard's KIP-848 consumer groups (``consumer_group.ConsumerGroups``). Their records
+  (types 3-8) always apply, at load and after each durable write (the consumer-group core never changes
+  itself: its records are its only way to change state). A record that breaks the groups' invariants
+  (ReplayError) is refused as an undecodable one (RecordError, a ValueError: logged and skipped at load).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from __future__ import annotations
 from collections import Counter
 from enum import Enum
 
+from .consumer_group import ConsumerGroupConfig, ConsumerGroups
+from .consumer_group import records as cg_records
+from .consumer_group.model import ReplayError
 from .group import EMPTY, STABLE, Group
 from .member import Member
 from .offset_store import OffsetStore
@@ -29,6 +36,7 @@ from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitValue,
+    RecordError,
     decode_group_value,
     decode_key,
     decode_offset_key,
@@ -50,20 +58,23 @@ REPLAYING = frozenset((ShardStatus.LOADING, ShardStatus.FOLLOWING))  # group met
 
 
 class Shard:
-    __slots__ = ("groups", "offsets", "pending_commits", "shard_id", "status")
+    __slots__ = ("consumer", "groups", "offsets", "pending_commits", "shard_id", "status")
 
-    def __init__(self, shard_id: int) -> None:
+    def __init__(self, shard_id: int, consumer: ConsumerGroupConfig | None = None) -> None:
         self.shard_id = shard_id
         self.status = ShardStatus.NOT_OWNED
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.pending_commits: Counter[tuple[str, str, int]] = Counter()
+        self.consumer = ConsumerGroups(consumer)
 
     def reset(self, status: ShardStatus) -> None:
         self.status = status
         self.groups = {}
         self.offsets = OffsetStore()
         self.pending_commits = Counter()
+        self.consumer = ConsumerGroups(self.consumer.config, new_member_id=self.consumer.new_member_id,
+                                       assignors=self.consumer.assignors)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         offset_key = decode_offset_key(key)  # the hot path (a load replays ~1M of these): no key object
@@ -83,6 +94,14 @@ class Shard:
             self.groups[group] = Group(group)
 
     def _replay_other(self, key: bytes, value: bytes | None) -> None:
+        if len(key) >= 2 and key[0] == 0 and 3 <= key[1] <= 8:  # a consumer-group record (types 3-8)
+            record = cg_records.decode_record(key, value)
+            if record is not None:
+                try:
+                    self.consumer.replay(record)
+                except ReplayError as e:
+                    raise RecordError(f"consumer-group record refused: {e}") from None
+                return
         decoded = decode_key(key)
         if isinstance(decoded, GroupMetadataKey) and self.status in REPLAYING:
             if value is None:

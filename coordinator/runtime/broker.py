@@ -22,15 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from coordinator.config import Config
+from coordinator.config import Config, consumer_protocol_enabled
 from coordinator.core.coordinator import SUPPORTED_APIS
 from coordinator.core.security.listeners import inter_broker_listener, listener_specs
 from coordinator.metrics import Metrics
 from coordinator.runtime.configs import ConfigService
 from coordinator.runtime.connection_limits import ConnectionLimits
+from coordinator.runtime.consumer_groups import ConsumerGroupService
 from coordinator.runtime.dispatch import Handler
 from coordinator.runtime.group_commit import GroupCommit
 from coordinator.runtime.groups import OFFSETS_LOG_CONFIG, OFFSETS_TOPIC, GroupService
+from coordinator.runtime.lag_sampler import LagSampler
 from coordinator.runtime.security.audit import ADMIN_APIS as AUDITED
 from coordinator.runtime.security.audit import AuditLog
 from coordinator.runtime.security.authorization import (
@@ -119,6 +121,7 @@ class Broker:
         self.logs: LogManager | None = None
         self.journal: Journal | None = None
         self.groups: GroupService | None = None
+        self.consumer_groups: ConsumerGroupService | None = None  # KIP-848 (group.coordinator.rebalance.protocols)
         self.commit: GroupCommit | None = None
         self.topic_service: TopicService | None = None
         self.cluster_topics: ClusterTopics | None = None  # cluster mode: the user topics' cluster half
@@ -194,6 +197,10 @@ class Broker:
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
         self.handlers[10] = self.groups.handle_find_coordinator
+        if consumer_protocol_enabled(self.config):  # KIP-848: advertised only when served
+            self.consumer_groups = ConsumerGroupService(self, self.groups)
+            self.handlers[68] = self.consumer_groups.handle_heartbeat
+            self.handlers[69] = self.consumer_groups.handle_describe
         if self.config["hot.path.enable"]:
             if self.authorization is None:  # with ACLs, Heartbeat takes the generic path (it is checked too)
                 self.hot[12] = self.groups.hot_heartbeat
@@ -327,6 +334,11 @@ class Broker:
                 background.start_soon(self.cluster.run, [(s.name, *self.endpoints[s.name]) for s in self.listener_specs],
                                       {s.name: s.protocol for s in self.listener_specs})
             background.start_soon(self.groups.timer_loop)
+            lag = LagSampler(self.groups.core, self.topic_service, self.config)  # issue #37's lag gauges
+            self.metrics.lag.source = lambda: lag.latest
+            background.start_soon(lag.run)
+            if self.consumer_groups is not None:
+                background.start_soon(self.consumer_groups.timer_loop)
             background.start_soon(self.topic_service.retention_loop,
                                 self.config["log.retention.check.interval.ms"] / 1000)
             background.start_soon(self._checkpoint_loop)
@@ -590,23 +602,40 @@ class Broker:
         topics = ts.topics() if ts is not None else {}
         topics[OFFSETS_TOPIC] = self.config["offsets.topic.num.partitions"]  # listed as internal, as Kafka
         created: set[str] = set()
+        unknown_ids: list[dict[str, Any]] = []
         if wanted is None or (request.version == 0 and not wanted):
             names = sorted(topics)  # null (or v0 empty) means all topics
         else:
             asked = [t["name"] for t in wanted if t.get("name") is not None]
+            by_id = self._topics_by_id(wanted, request.version)
             names = list(dict.fromkeys(asked))
-            allow = request.body.get("allow_auto_topic_creation", True)
+            allow = request.body.get("allow_auto_topic_creation", True) and not by_id  # Kafka: never by id
             for n in names:
                 if n not in topics and allow and ts is not None and ts.auto_create(n):
                     created.add(n)
+            names += [n for n in dict.fromkeys(n for n in by_id.values() if n is not None) if n not in names]
+            unknown_ids = [{"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid,
+                            "is_internal": False, "partitions": []} for tid, n in by_id.items() if n is None]
         slot.complete({
             "throttle_time_ms": 0,
             "brokers": [self.broker_entry(slot.conn.listener)],
             "cluster_id": self.config["cluster.id"],
             "controller_id": self.node_id,
             "topics": [self.created_topic_metadata(n) if n in created else self.topic_metadata(n, topics.get(n))
-                       for n in names],
+                       for n in names] + unknown_ids,
         })
+
+    def _topics_by_id(self, wanted: list[dict[str, Any]], version: int) -> dict[Any, str | None]:
+        """Metadata v12+ topics asked by id (a null name; KafkaApis.handleTopicMetadataRequest): id -> its
+        name, None for an id no topic has (answered UNKNOWN_TOPIC_ID with a null name)."""
+        if version < 12:
+            return {}
+        out: dict[Any, str | None] = {}
+        for t in wanted:
+            tid = t.get("topic_id")
+            if t.get("name") is None and tid is not None and tid != ZERO_UUID:
+                out[tid] = self._topic_name(tid)
+        return out
 
     def _cluster_metadata(self, request: Request, slot: Slot) -> None:
         """Cluster mode: live brokers, controller, and every topic's leader/replicas/ISR/leader epoch from

@@ -45,6 +45,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ import trio
 import trio.lowlevel
 
 from coordinator.core.config import GroupConfig
+from coordinator.core.consumer_group import ConsumerGroupConfig
 from coordinator.core.coordinator import Coordinator, HeartbeatLease
 from coordinator.core.errors import Err
 from coordinator.core.offsets import PendingCommit
@@ -103,6 +105,18 @@ def now_ms() -> int:
 def group_config(cfg: Any) -> GroupConfig:
     keys = GroupConfig.kafka_keys()
     return GroupConfig.from_kafka_keys({k: cfg[k] for k in keys if cfg.get(k) is not None})
+
+
+def consumer_group_config(cfg: Any) -> ConsumerGroupConfig:
+    """group.consumer.* (KIP-848 groups; served by consumer_groups.py)."""
+    from coordinator.config import split_list
+
+    d = ConsumerGroupConfig()
+    return ConsumerGroupConfig(session_timeout_ms=cfg.get("group.consumer.session.timeout.ms", d.session_timeout_ms),
+                               heartbeat_interval_ms=cfg.get("group.consumer.heartbeat.interval.ms",
+                                                             d.heartbeat_interval_ms),
+                               max_size=cfg.get("group.consumer.max.size", d.max_size),
+                               assignors=split_list(cfg.get("group.consumer.assignors", ",".join(d.assignors))))
 
 
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this server"
@@ -179,7 +193,11 @@ class GroupService:
         self.broker = broker
         self.logs = logs
         self.commit = commit
-        self.core = Coordinator(group_config(broker.config), new_id=lambda: str(uuid.uuid4()))
+        self.core = Coordinator(group_config(broker.config), new_id=lambda: str(uuid.uuid4()),
+                                consumer=consumer_group_config(broker.config))
+        # consumer_groups.py's hooks: a shard starts / stops being served (its deadlines are armed / dropped)
+        self.on_shard_served: Callable[[int], None] | None = None
+        self.on_shard_unserved: Callable[[int], None] | None = None
         self.shards = self.core.config.offsets_topic_num_partitions
         self._timer_changed = trio.Event()
         self._armed: int | None = None  # the deadline the timer task sleeps until
@@ -211,6 +229,16 @@ class GroupService:
                                       lambda: self._leadership_changed.set())
 
     # ---------------------------------------------------------------- loading
+    def _finish_loading(self, shard: int) -> None:
+        self.apply(self.core.finish_loading(shard, now_ms()))
+        if self.on_shard_served is not None:
+            self.on_shard_served(shard)
+
+    def _unload(self, shard: int, now: int, *, following: bool = False) -> None:
+        self.apply(self.core.unload(shard, now, following=following))
+        if self.on_shard_unserved is not None:
+            self.on_shard_unserved(shard)
+
     def offsets_log(self, shard: int) -> PartitionLog:
         plog = self._offsets_logs.get(shard)
         if plog is None:
@@ -258,7 +286,7 @@ class GroupService:
                 for chunk in range(0, len(records), _REPLAY_CHUNK):
                     self.core.replay_many(shard, records[chunk:chunk + _REPLAY_CHUNK], skipped)
                     await trio.lowlevel.checkpoint()
-                self.apply(self.core.finish_loading(shard, now_ms()))
+                self._finish_loading(shard)
                 total += len(records)
                 t1 = time.perf_counter()
                 self.broker.metrics.load_seconds.observe(t1 - t0)
@@ -467,16 +495,16 @@ class GroupService:
                 continue
             if shard in self._followed:
                 if status is not ShardStatus.FOLLOWING:
-                    self.apply(core.unload(shard, now, following=True))
+                    self._unload(shard, now, following=True)
                     replica.restart(shard)
             else:
-                self.apply(core.unload(shard, now))
+                self._unload(shard, now)
                 replica.forget(shard)
         for shard in sorted(self._led):  # current followers lead at once
             if core.shard_status(shard) is ShardStatus.FOLLOWING and await replica.catch_up_tail(shard) \
                     and shard in self._led and core.shard_status(shard) is ShardStatus.FOLLOWING:
                 replica.leave(shard)
-                self.apply(core.finish_loading(shard, now_ms()))
+                self._finish_loading(shard)
                 log.info("offsets partition %d: leading, served at once from the follower replay", shard)
         for shard in sorted(self._led):  # the others load, one at a time
             if shard in self._led and core.shard_status(shard) is not ShardStatus.ACTIVE \
@@ -514,7 +542,7 @@ class GroupService:
         if shard not in self._led or self.core.shard_status(shard) is not ShardStatus.LOADING:
             return  # lost while loading: the next pass follows or unloads it
         self.replica.leave(shard)
-        self.apply(self.core.finish_loading(shard, now_ms()))
+        self._finish_loading(shard)
         self.broker.metrics.load_seconds.observe(time.perf_counter() - t0)
 
     def connection_closed(self, conn: ClientConnection) -> None:

@@ -136,6 +136,15 @@ class ConsumerGroups:
         except Reject as e:
             return HeartbeatOutcome(error_response(e.code, e.message))
 
+    def validate(self, request: Mapping[str, Any], version: int) -> dict[str, Any] | None:
+        """The request-level checks alone (Kafka's GroupCoordinatorService makes them before routing to a
+        shard): the error response, or None."""
+        try:
+            self._validate(request, version)
+        except Reject as e:
+            return error_response(e.code, e.message)
+        return None
+
     def _validate(self, req: Mapping[str, Any], version: int) -> None:
         epoch = req["member_epoch"]
         if (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and req["member_id"] == "":
@@ -361,6 +370,20 @@ class ConsumerGroups:
                     out.append(Deadline("rebalance", group.group_id, m.member_id,
                                         now_ms + m.rebalance_timeout_ms, m.member_epoch))
         return out
+
+    def delete_records(self, group_id: str) -> list[R.Record]:
+        """The tombstones that delete a group (Kafka's ConsumerGroup.createGroupTombstoneRecords, in its order:
+        assignments, targets, the target epoch, members, the subscription metadata, the group epoch)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return []
+        members = sorted(group.members)
+        targets = sorted(set(group.targets) | set(members))
+        return ([R.Record(R.CurrentAssignmentKey(group_id, m), None) for m in members]
+                + [R.Record(R.TargetAssignmentMemberKey(group_id, m), None) for m in targets]
+                + [R.Record(R.TargetAssignmentMetadataKey(group_id), None)]
+                + [R.Record(R.MemberMetadataKey(group_id, m), None) for m in members]
+                + [R.Record(R.PartitionMetadataKey(group_id), None), R.Record(R.MetadataKey(group_id), None)])
 
     # ------------------------------------------------------------ describe
     def describe(self, group_ids: Iterable[str], topic_names: Mapping[uuid.UUID, str]) -> list[dict[str, Any]]:

@@ -24,6 +24,8 @@ Rules:
   CreatePartitions Alter/Topic; DeleteGroups Delete/Group; OffsetDelete Delete/Group then Read/Topic;
   DescribeAcls Describe/Cluster, CreateAcls/DeleteAcls Alter/Cluster; Describe/AlterUserScramCredentials
   Describe/Alter on Cluster. ApiVersions, SaslHandshake and SaslAuthenticate need nothing.
+  Kafka 4.0 (KafkaApis): ConsumerGroupHeartbeat Read/Group (30), then Describe on every subscribed topic
+  name (29 when one is denied); ConsumerGroupDescribe Describe on each Group (per group 30).
 """
 
 from __future__ import annotations
@@ -186,13 +188,18 @@ def _metadata(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     wanted = body.get("topics")
     all_topics = wanted is None or (v == 0 and not wanted)
     denied: list[str] = []
+    denied_ids: list[Any] = []
     if not all_topics:
         allow_create = body.get("allow_auto_topic_creation", True)
         kept = []
         for t in wanted:
             name = t.get("name")
-            if name is None:
-                kept.append(t)
+            if name is None:  # asked by topic id (v12+): Describe on the topic it names, else 29 with no name
+                known = ctx.topic_name(t.get("topic_id"))
+                if known is not None and not acl(Op.DESCRIBE, Res.TOPIC, known):
+                    denied_ids.append(t.get("topic_id"))
+                else:
+                    kept.append(t)
                 continue
             if not acl(Op.DESCRIBE, Res.TOPIC, name):
                 denied.append(name)
@@ -202,7 +209,7 @@ def _metadata(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
             else:
                 kept.append(t)
         body["topics"] = kept
-        if not kept and denied:  # nothing left to ask for: the handler must not list every topic
+        if not kept and (denied or denied_ids):  # nothing left to ask for: the handler must not list every topic
             body["topics"] = []
     with_ops = v >= 8 and body.get("include_topic_authorized_operations")
     cluster_ops = 8 <= v <= 10 and body.get("include_cluster_authorized_operations")
@@ -217,6 +224,8 @@ def _metadata(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
                     t["topic_authorized_operations"] = ctx.operations(Res.TOPIC, t["name"])
         topics += [{"error_code": TOPIC_DENIED, "name": n, "is_internal": False, "partitions": [],
                     "topic_authorized_operations": -2147483648} for n in denied]
+        topics += [{"error_code": TOPIC_DENIED, "name": None, "topic_id": tid, "is_internal": False,
+                    "partitions": [], "topic_authorized_operations": -2147483648} for tid in denied_ids]
         answer["topics"] = topics
         if cluster_ops:
             answer["cluster_authorized_operations"] = ctx.operations(Res.CLUSTER, CLUSTER_RESOURCE_NAME)
@@ -381,6 +390,47 @@ def _describe_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bo
     return True
 
 
+def _consumer_group_heartbeat(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    error = None
+    if not acl(Op.READ, Res.GROUP, body["group_id"]):
+        error = GROUP_DENIED
+    else:
+        names = body.get("subscribed_topic_names") or []
+        if not all([acl(Op.DESCRIBE, Res.TOPIC, n) for n in names]):  # every one checked (and audited)
+            error = TOPIC_DENIED
+    if error is None:
+        return True
+    slot.complete({"throttle_time_ms": 0, "error_code": error, "error_message": None, "member_id": None,
+                   "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None})
+    return False
+
+
+def _consumer_group_describe(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    ids = list(body.get("group_ids") or [])
+    kept = [g for g in ids if acl(Op.DESCRIBE, Res.GROUP, g)]
+    denied = [g for g in ids if g not in set(kept)]
+    with_ops = body.get("include_authorized_operations")
+    body["group_ids"] = kept
+
+    def merge(answer: dict[str, Any]) -> dict[str, Any]:
+        groups = list(answer.get("groups") or [])
+        if with_ops:
+            for g in groups:
+                if not g.get("error_code"):
+                    g["authorized_operations"] = ctx.operations(Res.GROUP, g["group_id"])
+        answer["groups"] = groups + [{"group_id": g, "error_code": GROUP_DENIED, "error_message": None}
+                                     for g in denied]
+        return answer
+
+    if not kept:
+        slot.complete(merge({"throttle_time_ms": 0, "groups": []}))
+        return False
+    slot.merge = merge
+    return True
+
+
 def _list_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     if _cluster(acl, Op.DESCRIBE):
         return True
@@ -524,6 +574,7 @@ RULES: dict[int, Rule] = {
     23: _offset_for_leader_epoch, 32: _configs(Op.DESCRIBE_CONFIGS, "results"),
     33: _configs(Op.ALTER_CONFIGS, "responses"), 37: _create_partitions, 42: _delete_groups,
     44: _configs(Op.ALTER_CONFIGS, "responses"), 47: _offset_delete,
+    68: _consumer_group_heartbeat, 69: _consumer_group_describe,
     29: _cluster_op(Op.DESCRIBE, lambda r: {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
                                             "error_message": "Cluster authorization failed.", "resources": []}),
     30: _cluster_op(Op.ALTER, lambda r: {"throttle_time_ms": 0, "results": [

@@ -1,0 +1,334 @@
+"""Serving KIP-848 consumer groups: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69), on trio.
+
+Rules:
+- The state is the offsets shards' (``Shard.consumer``, a ``consumer_group.ConsumerGroups`` per shard,
+  rebuilt by replaying records 3-8 at load, the classic load path's, and after each durable write here).
+  The core never changes itself: a heartbeat or timer gives a response, ONE batch of records and deadlines;
+  the batch is staged through the offsets partition's group commit (the GroupService's ``_stage``: in
+  cluster mode answered once replicated) and only once it is durable is it replayed, are the deadlines
+  armed and is the response sent. A failed write answers Kafka's mapped error
+  (appendGroupMetadataErrorToResponseError) and changes nothing. A request with no records answers at once.
+- One operation per group at a time: since state changes only when a write settles, the operations of a
+  group (heartbeats, timer expiries) queue behind the one whose write is in flight, and each computes from
+  the state its predecessor left.
+- Routing as Kafka's GroupCoordinatorService: the request-level checks first (INVALID_REQUEST,
+  UNSUPPORTED_ASSIGNOR), then the group's offsets shard: COORDINATOR_LOAD_IN_PROGRESS while it loads,
+  NOT_COORDINATOR when this node does not lead it. Group ids are shared with classic groups: a heartbeat
+  for a non-empty classic group answers GROUP_ID_NOT_FOUND "Group <id> is not a consumer group." (Kafka would
+  migrate it: a later slice); an empty classic group is replaced, its GroupMetadata tombstone (when it had
+  a record) written first in the same batch.
+- Timers: session and rebalance deadlines (keyed kind/group/member, re-armed or cancelled by the core's
+  ``Deadline``s) in one heap and one task; every member's deadlines are armed when its shard is served
+  (``loaded_deadlines``) and dropped when it stops being served.
+- Describe: per group, INVALID_GROUP_ID for an empty id, the shard's routing error, else the core's entry
+  (GROUP_ID_NOT_FOUND for an unknown or classic group); topic names by id from the topic catalogue.
+- ACLs are checked before a request gets here (security/api_acls.py: READ on the group and DESCRIBE on
+  each subscribed topic for 68, DESCRIBE per group for 69).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import uuid
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from coordinator.core.consumer_group import Deadline, HeartbeatOutcome, TopicInfo
+from coordinator.core.consumer_group import records as R
+from coordinator.core.consumer_group.heartbeat import error_response
+from coordinator.core.records import encode_group_key
+from coordinator.core.shard import ShardStatus
+from coordinator.runtime.groups import now_ms
+from coordinator.runtime.topics import topic_id
+from coordinator.storage.errors import StorageError
+from protocol.codec import Request
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.runtime.dispatch import Slot
+    from coordinator.runtime.groups import GroupService
+    from coordinator.runtime.services import ServerContext
+
+log = logging.getLogger("groupcoord.consumer_groups")
+
+_ROUTING_MESSAGES = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+}
+# Kafka's CoordinatorRuntime / GroupMetadataManager.appendGroupMetadataErrorToResponseError
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+Op = Callable[[], bool]  # runs one operation of a group; True: a write is in flight (call _settled later)
+
+
+def append_error(err: Exception) -> int:
+    code = int(getattr(err, "commit_error", ErrorCode.NOT_COORDINATOR))  # replication.ReplicationError's
+    return int(_APPEND_ERRORS.get(code, code))  # type: ignore[call-overload]
+
+
+class _Topics:
+    """The topic catalogue as the core reads it: name -> TopicInfo (only ``in`` and ``[]``)."""
+
+    def __init__(self, broker: ServerContext) -> None:
+        self.broker = broker
+
+    def _count(self, name: str) -> int | None:
+        ts = self.broker.topic_service
+        return ts.partition_count(name) if ts is not None else None
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(self._count(name))
+
+    def __getitem__(self, name: str) -> TopicInfo:
+        count = self._count(name)
+        if not count:
+            raise KeyError(name)
+        return TopicInfo(topic_id(name), count)
+
+
+class _TopicNames:
+    """Topic id -> name, as describe reads it (only ``in`` and ``[]``)."""
+
+    def __init__(self, broker: ServerContext) -> None:
+        self.broker = broker
+
+    def get(self, tid: uuid.UUID) -> str | None:
+        ts = self.broker.topic_service
+        return ts.topic_ids.name_of(tid) if ts is not None else None
+
+    def __contains__(self, tid: object) -> bool:
+        return isinstance(tid, uuid.UUID) and self.get(tid) is not None
+
+    def __getitem__(self, tid: uuid.UUID) -> str:
+        name = self.get(tid)
+        if name is None:
+            raise KeyError(tid)
+        return name
+
+
+class ConsumerGroupService:
+    def __init__(self, broker: ServerContext, groups: GroupService) -> None:
+        self.broker = broker
+        self.groups = groups
+        self.core = groups.core
+        self.topics = _Topics(broker)
+        self.topic_names = _TopicNames(broker)
+        self._queues: dict[str, deque[Op]] = {}  # group id -> operations waiting (present: one is running)
+        self._deadlines: dict[tuple[str, str, str], Deadline] = {}
+        self._heap: list[tuple[int, int, tuple[str, str, str]]] = []
+        self._seq = itertools.count()
+        self._timer_changed = trio.Event()
+        groups.on_shard_served = self.shard_served
+        groups.on_shard_unserved = self.shard_unserved
+
+    # ---------------------------------------------------------------- routing
+    def _routing_error(self, group_id: str) -> int | None:
+        status = self.core.shard_status(self.core.shard_for(group_id))
+        if status is ShardStatus.ACTIVE:
+            return None
+        if status is ShardStatus.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    # ---------------------------------------------------------------- ConsumerGroupHeartbeat
+    def handle_heartbeat(self, request: Request, slot: Slot) -> None:
+        body, version = request.body, request.version
+        group_id = body["group_id"]
+        shard = self.core.shard_for(group_id)
+        refused = self.core.consumer_groups(shard).validate(body, version)
+        if refused is not None:
+            slot.complete(refused)
+            return
+        error = self._routing_error(group_id)
+        if error is not None:
+            slot.complete(error_response(error, _ROUTING_MESSAGES.get(error)))  # type: ignore[arg-type]
+            return
+        client_id, client_host = request.header.client_id or "", "/" + slot.conn.host
+
+        def op() -> bool:
+            error = self._routing_error(group_id)
+            if error is not None:
+                slot.complete(error_response(error, _ROUTING_MESSAGES.get(error)))  # type: ignore[arg-type]
+                return False
+            groups = self.core.consumer_groups(shard)
+            prefix: list[tuple[bytes, bytes | None]] = []
+            replaced = False
+            classic = self.core.classic_group_state(group_id)
+            if classic is not None and group_id not in groups.groups:
+                empty, has_record = classic
+                if not empty:
+                    slot.complete(error_response(ErrorCode.GROUP_ID_NOT_FOUND,  # type: ignore[arg-type]
+                                                 f"Group {group_id} is not a consumer group."))
+                    return False
+                replaced = True
+                if has_record:
+                    prefix.append((encode_group_key(group_id), None))
+            outcome = groups.heartbeat(body, version, now_ms(), self.topics, client_id, client_host)
+            if not outcome.records:
+                self._arm(outcome.deadlines)
+                slot.complete(outcome.response)
+                return False
+
+            def settled(err: Exception | None) -> None:
+                if err is None:
+                    if replaced:
+                        self.core.classic_group_replaced(group_id)
+                    slot.complete(outcome.response)
+                else:
+                    self.groups.write_failures.error("consumer group %s: write failed: %s", group_id, err)
+                    slot.complete(error_response(append_error(err), None))  # type: ignore[arg-type]
+
+            return self._write(shard, group_id, prefix, outcome, settled)
+
+        self._run(group_id, op)
+
+    # ---------------------------------------------------------------- writes
+    def _write(self, shard: int, group_id: str, prefix: list[tuple[bytes, bytes | None]], outcome: HeartbeatOutcome,
+               settled: Callable[[Exception | None], None]) -> bool:
+        """Stage the outcome's records as one batch; once durable replay them and arm its deadlines, then
+        ``settled`` (also on failure, with the error: nothing changed) and the group's next operation."""
+        items = prefix + [R.encode_record(r) for r in outcome.records]
+
+        def done(err: Exception | None) -> None:
+            try:
+                if err is None and self.core.shard_status(shard) is ShardStatus.ACTIVE:
+                    for key, value in items:
+                        self.core.replay(shard, key, value)
+                    self._arm(outcome.deadlines)
+                settled(err)
+            except Exception:  # a bug: logged, never left to the group commit's callback loop
+                log.exception("consumer group %s: applying a durable write failed", group_id)
+            finally:
+                self._settled(group_id)
+
+        try:
+            plog = self.groups.offsets_log(shard)
+        except (StorageError, OSError) as e:
+            done(e)
+            return False
+        self.groups._stage(plog, items, done)
+        return True
+
+    def _run(self, group_id: str, op: Op) -> None:
+        queue = self._queues.get(group_id)
+        if queue is not None:
+            queue.append(op)
+            return
+        self._queues[group_id] = deque()
+        self._drain(group_id, op)
+
+    def _drain(self, group_id: str, op: Op | None) -> None:
+        queue = self._queues[group_id]
+        while True:
+            if op is None:
+                if not queue:
+                    del self._queues[group_id]
+                    return
+                op = queue.popleft()
+            try:
+                writing = op()
+            except Exception:
+                log.exception("consumer group %s: operation failed", group_id)
+                writing = False
+            if writing:
+                return
+            op = None
+
+    def _settled(self, group_id: str) -> None:
+        if group_id in self._queues:
+            self._drain(group_id, None)
+
+    # ---------------------------------------------------------------- ConsumerGroupDescribe
+    def handle_describe(self, request: Request, slot: Slot) -> None:
+        out = []
+        for group_id in request.body.get("group_ids") or ():
+            if not group_id:
+                out.append({"group_id": group_id or "", "error_code": ErrorCode.INVALID_GROUP_ID,
+                            "error_message": None})
+                continue
+            error = self._routing_error(group_id)
+            if error is not None:
+                out.append({"group_id": group_id, "error_code": error, "error_message": None})
+                continue
+            groups = self.core.consumer_groups(self.core.shard_for(group_id))
+            entry = groups.describe([group_id], self.topic_names)[0]  # type: ignore[arg-type]
+            if entry["error_code"] and self.core.classic_group_state(group_id) is not None:
+                entry["error_message"] = f"Group {group_id} is not a consumer group."
+            out.append(entry)
+        slot.complete({"throttle_time_ms": 0, "groups": out})
+
+    # ---------------------------------------------------------------- timers
+    def _arm(self, deadlines: list[Deadline]) -> None:
+        earliest = self._heap[0][0] if self._heap else None
+        for d in deadlines:
+            if d.at_ms is None:
+                self._deadlines.pop(d.key, None)
+                continue
+            self._deadlines[d.key] = d
+            heapq.heappush(self._heap, (d.at_ms, next(self._seq), d.key))
+        if self._heap and (earliest is None or self._heap[0][0] < earliest):
+            self._timer_changed.set()
+
+    def shard_served(self, shard: int) -> None:
+        """The shard was loaded (or a followed one now leads): every member's deadlines start now."""
+        self._arm(self.core.consumer_groups(shard).loaded_deadlines(now_ms()))
+
+    def shard_unserved(self, shard: int) -> None:
+        for key in [k for k in self._deadlines if self.core.shard_for(k[1]) == shard]:
+            del self._deadlines[key]
+
+    async def timer_loop(self) -> None:
+        while True:
+            self._timer_changed = trio.Event()
+            heap = self._heap
+            while heap and self._deadlines.get(heap[0][2], None) is None:
+                heapq.heappop(heap)
+            if not heap:
+                await self._timer_changed.wait()
+                continue
+            delay = (heap[0][0] - now_ms()) / 1000
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._timer_changed.wait()
+                continue
+            at_ms, _, key = heapq.heappop(heap)
+            d = self._deadlines.get(key)
+            if d is None or d.at_ms != at_ms:
+                continue  # cancelled or re-armed later
+            del self._deadlines[key]
+            self._run(d.group_id, lambda d=d: self._expire(d))
+
+    def _expire(self, d: Deadline) -> bool:
+        shard = self.core.shard_for(d.group_id)
+        if self.core.shard_status(shard) is not ShardStatus.ACTIVE:
+            return False
+        groups = self.core.consumer_groups(shard)
+        if d.kind == "session":
+            outcome = groups.expire_session(d.group_id, d.member_id, now_ms(), self.topics)
+        else:
+            outcome = groups.expire_rebalance(d.group_id, d.member_id, d.epoch, now_ms(), self.topics)
+        if not outcome.records:
+            self._arm(outcome.deadlines)
+            return False
+        log.info("consumer group %s: member %s fenced (%s timeout)", d.group_id, d.member_id, d.kind)
+
+        def settled(err: Exception | None) -> None:
+            if err is not None:
+                self.groups.write_failures.error("consumer group %s: fencing %s failed: %s", d.group_id,
+                                                 d.member_id, err)
+                self._arm([Deadline(d.kind, d.group_id, d.member_id, now_ms() + 1000, d.epoch)])  # try again
+
+        return self._write(shard, d.group_id, [], outcome, settled)

@@ -1,0 +1,97 @@
+"""Where consumer groups meet the classic APIs in the Coordinator (Kafka 4.0's OffsetMetadataManager and
+ConsumerGroup.validateOffsetCommit / validateOffsetFetch; GroupMetadataManager.classicGroupJoin): a group
+built by a heartbeat whose records are replayed into the coordinator's shard, as the runtime does."""
+
+from __future__ import annotations
+
+import uuid
+
+from coordinator.core.consumer_group import TopicInfo
+from coordinator.core.consumer_group import records as R
+from coordinator.core.coordinator import Coordinator
+from coordinator.core.records import decode_key
+
+GROUP = "cg"
+TOPIC = "t"
+
+
+def _core_with_member() -> tuple[Coordinator, str, int]:
+    core = Coordinator()
+    shard = core.shard_for(GROUP)
+    core.begin_loading(shard)
+    core.finish_loading(shard, 0)
+    outcome = core.consumer_groups(shard).heartbeat(
+        {"group_id": GROUP, "member_id": "m1", "member_epoch": 0, "rebalance_timeout_ms": 30000,
+         "subscribed_topic_names": [TOPIC], "topic_partitions": []}, 1, 0,
+        {TOPIC: TopicInfo(uuid.uuid4(), 2)})
+    assert outcome.response is not None and outcome.response["error_code"] == 0
+    for record in outcome.records:
+        core.replay(shard, *R.encode_record(record))
+    return core, "m1", outcome.response["member_epoch"]
+
+
+def _commit(core: Coordinator, version: int, epoch: int, member: str) -> int:
+    out = core.handle(8, version, {"group_id": GROUP, "generation_id_or_member_epoch": epoch, "member_id": member,
+                                   "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
+                                       {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+                                        "committed_metadata": ""}]}]}, "tok", 1)
+    return out.completions[0][1]["topics"][0]["partitions"][0]["error_code"]
+
+
+def test_offset_commit_checks_the_member_epoch() -> None:
+    core, member, epoch = _core_with_member()
+    assert _commit(core, 9, epoch + 1, member) == 113  # STALE_MEMBER_EPOCH
+    assert _commit(core, 9, epoch, "nobody") == 25  # UNKNOWN_MEMBER_ID
+    assert _commit(core, 9, -1, "") == 25  # a non-empty group takes no anonymous commit
+    assert _commit(core, 8, epoch, member) == 35  # UNSUPPORTED_VERSION below v9
+    assert _commit(core, 9, epoch, member) == 0
+    # the hot path's one-partition commit follows the same rules
+    assert core.commit_offset(1, 9, GROUP, epoch + 1, member, None, TOPIC, 0, 5, -1, "", None) == 113
+    assert type(core.commit_offset(1, 9, GROUP, epoch, member, None, TOPIC, 1, 5, -1, "", None)).__name__ \
+        == "PendingCommit"
+
+
+def test_offset_fetch_checks_the_member_epoch() -> None:
+    core, member, epoch = _core_with_member()
+
+    def fetch(member_id: str | None, member_epoch: int) -> int:
+        out = core.handle(9, 9, {"groups": [{"group_id": GROUP, "member_id": member_id, "member_epoch": member_epoch,
+                                             "topics": None}, {"group_id": "other", "topics": None}],
+                                 "require_stable": False}, "tok", 1)
+        groups = out.completions[0][1]["groups"]
+        assert [g["group_id"] for g in groups] == [GROUP, "other"]  # order kept around a refused group
+        return groups[0]["error_code"]
+
+    assert fetch(None, -1) == 0  # an admin's fetch
+    assert fetch(member, epoch) == 0
+    assert fetch(member, epoch - 1) == 113
+    assert fetch("nobody", epoch) == 25
+
+
+def test_classic_join_of_a_consumer_group() -> None:
+    core, _, _ = _core_with_member()
+    join = {"group_id": GROUP, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None}
+    out = core.handle(11, 5, join, "tok", 1)
+    assert out.completions[0][1]["error_code"] == 23  # INCONSISTENT_GROUP_PROTOCOL while it has members
+    assert not out.records
+
+
+def test_classic_join_deletes_an_empty_consumer_group() -> None:
+    core = Coordinator()
+    shard = core.shard_for(GROUP)
+    core.begin_loading(shard)
+    core.replay(shard, *R.encode_record(R.Record(R.MetadataKey(GROUP), R.MetadataValue(3))))
+    core.replay(shard, *R.encode_record(R.Record(R.TargetAssignmentMetadataKey(GROUP),
+                                                 R.TargetAssignmentMetadataValue(3))))
+    core.finish_loading(shard, 0)
+    join = {"group_id": GROUP, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "m",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}],
+            "reason": None}
+    out = core.handle(11, 5, join, "tok", 1)
+    tombstones = [(key[:2], value) for _, key, value in out.records]
+    assert tombstones and all(value is None for _, value in tombstones) and tombstones[-1][0] == b"\x00\x03"
+    assert decode_key(out.records[0][1]) is None  # consumer-group keys, not classic ones
+    core.on_appended(out.write_id, 2)  # type: ignore[arg-type]
+    assert GROUP not in core.consumer_groups(shard).groups
