@@ -15,7 +15,11 @@ common shape) without request dicts or hooks: it returns the partition's error o
 Fetch: offsets are returned whatever the group state; unknown partitions/groups give offset -1, epoch
 -1, metadata ""; topics None means all committed; require_stable + a pending commit ->
 UNSTABLE_OFFSET_COMMIT for that partition.
-Retention (every offsets.retention.check.interval.ms): a group with a protocol type that is Empty expires
+Retention (every offsets.retention.check.interval.ms): a KIP-848 consumer group (``shard.consumer``) never
+expires the offsets of a topic one of its members subscribes to, and the others at their commit time plus
+offsets.retention.minutes (Kafka 4's ConsumerGroup.isSubscribedToTopic and its commit-time expiration
+condition; topics matched only by a regex are not known yet: they expire like unsubscribed ones); a group
+with a protocol type that is Empty expires
 all offsets once it has been Empty for offsets.retention.minutes; a Stable "consumer" group expires
 offsets of topics no member subscribes to, by commit time; a simple group (no protocol type) expires by
 commit time; an explicit v2-4 retention time sets a per-offset expire timestamp (clamped to int64: a
@@ -328,7 +332,10 @@ def _expired(shard: Shard, group: Group, offsets: list[tuple[tuple[str, int], Of
              retention: int) -> list[tuple[str, int]]:
     ptype, skip = group.protocol_type, frozenset()
     empty_since = None
-    if ptype is not None and group.state is EMPTY:
+    consumer = shard.consumer.groups.get(group.group_id)
+    if consumer is not None:  # a KIP-848 group (its offsets sit in a memberless classic group object)
+        skip = frozenset(consumer.subscribed_topic_names)
+    elif ptype is not None and group.state is EMPTY:
         empty_since = group.state_timestamp
     elif ptype == CONSUMER_PROTOCOL_TYPE and group.state is STABLE:
         topics = subscribed_topics(group)

@@ -95,3 +95,23 @@ def test_classic_join_deletes_an_empty_consumer_group() -> None:
     assert decode_key(out.records[0][1]) is None  # consumer-group keys, not classic ones
     core.on_appended(out.write_id, 2)  # type: ignore[arg-type]
     assert GROUP not in core.consumer_groups(shard).groups
+
+
+def test_retention_keeps_the_offsets_of_subscribed_topics_and_expires_the_others_by_commit_time() -> None:
+    # Kafka 4: a consumer group's offsets of a topic a member subscribes to never expire; others expire at
+    # their commit time + offsets.retention.minutes
+    core, member, epoch = _core_with_member()
+    shard = core.shard_for(GROUP)
+    out = core.handle(8, 9, {"group_id": GROUP, "generation_id_or_member_epoch": epoch, "member_id": member,
+                             "group_instance_id": None, "topics": [
+                                 {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                                "committed_leader_epoch": -1, "committed_metadata": ""}]}
+                                 for name in (TOPIC, "unsubscribed")]}, "tok", 1)
+    assert [p["error_code"] for t in out.response_for("tok")["topics"] for p in t["partitions"]] == [0, 0]
+    core.on_appended(out.write_id, 1)
+    assert set(core.committed_offsets(GROUP)) == {(TOPIC, 0), ("unsubscribed", 0)}
+    week = core.config.offsets_retention_ms
+    expired = core.on_timers(1 + week + core.config.offsets_retention_check_interval_ms + 1)
+    assert set(core.committed_offsets(GROUP)) == {(TOPIC, 0)}
+    tombstones = [(s, k) for s, k, v in expired.records if v is None]
+    assert tombstones and all(s == shard for s, _ in tombstones)
