@@ -21,6 +21,8 @@ at the top level with no topics.
 
 from __future__ import annotations
 
+from .consumer_group import records as cg_records
+from .consumer_group.model import GroupState as CgState
 from .env import Env
 from .errors import Err
 from .group import DEAD, EMPTY, STABLE, Group
@@ -45,6 +47,12 @@ def _describe(env: Env, version: int, group_id: str) -> dict:
     error = Err.INVALID_GROUP_ID if group_id is None else env.status_error(group_id)
     if error is not None:
         out["error_code"] = int(error)
+        return out
+    if group_id in env.shard_of(group_id).consumer.groups:  # KIP-848 group: Kafka 4's classicGroup() refuses it
+        out["group_state"] = DEAD.value
+        if version >= 6:
+            out["error_code"] = int(Err.GROUP_ID_NOT_FOUND)
+            out["error_message"] = f"Group {group_id} is not a classic group."
         return out
     group = env.group(group_id)
     if group is None:
@@ -72,15 +80,25 @@ def handle_list_groups(env: Env, fx: Effects, version: int, req: dict, token: ob
     types = {t.lower() for t in req.get("types_filter") or ()} if version >= 5 else set()
     loading = any(s.status is ShardStatus.LOADING for s in env.shards)
     groups = []
-    if not types or "classic" in types:
-        for shard in env.shards:
-            if shard.status is not ShardStatus.ACTIVE:
-                continue
+    for shard in env.shards:
+        if shard.status is not ShardStatus.ACTIVE:
+            continue
+        consumer = shard.consumer.groups  # KIP-848 groups: listed as Kafka 4's ModernGroup.asListedGroup
+        if not types or "classic" in types:
             for group in shard.groups.values():
+                if group.group_id in consumer:  # the holder of a consumer group's offsets, not a group of its own
+                    continue
                 if states and group.state.value.lower() not in states:
                     continue
                 groups.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                                "group_state": group.state.value, "group_type": "classic"})
+        if not types or "consumer" in types:
+            for group_id, cg in consumer.items():
+                state = cg.state.value
+                if states and state.lower() not in states:
+                    continue
+                groups.append({"group_id": group_id, "protocol_type": CONSUMER_PROTOCOL_TYPE, "group_state": state,
+                               "group_type": "consumer"})
     error = Err.COORDINATOR_LOAD_IN_PROGRESS if loading else Err.NONE
     fx.complete(token, {"error_code": int(error), "groups": groups})
 
@@ -106,9 +124,17 @@ def handle_delete_groups(env: Env, fx: Effects, version: int, req: dict, token: 
 
 def _delete(env: Env, fx: Effects, group_id: str) -> Err:
     shard = env.shard_of(group_id)
+    consumer = shard.consumer.groups.get(group_id)
+    if consumer is not None:  # a KIP-848 group: only when Empty (Kafka's ConsumerGroup.validateDeleteGroup)
+        if consumer.state is not CgState.EMPTY:
+            return Err.NON_EMPTY_GROUP
+        tombstones = [cg_records.encode_record(r) for r in shard.consumer.delete_records(group_id)]
+        for key, value in tombstones:  # its state changes only by its records: replayed as written
+            shard.consumer.replay(cg_records.decode_record(key, value))
+            fx.write(shard.shard_id, key, value)
     group = shard.groups.get(group_id)
     if group is None:
-        return Err.GROUP_ID_NOT_FOUND
+        return Err.NONE if consumer is not None else Err.GROUP_ID_NOT_FOUND
     if group.state is not EMPTY:
         return Err.NON_EMPTY_GROUP
     # the tombstones' keys are encoded before anything changes (exception safety)
@@ -145,9 +171,10 @@ def handle_offset_delete(env: Env, fx: Effects, version: int, req: dict, token: 
     unknown = req.get("unknown_partitions") or frozenset()
     offsets = shard.offsets
     results, keys = [], []
+    consumer = shard.consumer.groups.get(group_id)
     for t in topics:
         name, parts = t["name"], []
-        subscribed = _is_subscribed(group, name)
+        subscribed = name in consumer.subscribed_topic_names if consumer is not None else _is_subscribed(group, name)
         for p in t.get("partitions") or ():
             index = p["partition_index"]
             if (name, index) in unknown:

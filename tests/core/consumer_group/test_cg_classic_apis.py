@@ -115,3 +115,62 @@ def test_retention_keeps_the_offsets_of_subscribed_topics_and_expires_the_others
     assert set(core.committed_offsets(GROUP)) == {(TOPIC, 0)}
     tombstones = [(s, k) for s, k, v in expired.records if v is None]
     assert tombstones and all(s == shard for s, _ in tombstones)
+
+
+def _list(core: Coordinator, version: int = 5, **filters: list[str]) -> dict[str, tuple[str, str, str]]:
+    out = core.handle(16, version, dict(filters), "tok", 1)
+    return {g["group_id"]: (g["protocol_type"], g["group_state"], g["group_type"])
+            for g in out.completions[0][1]["groups"]}
+
+
+def test_list_and_describe_groups_show_a_consumer_group_as_kafka_4_does() -> None:
+    core, member, epoch = _core_with_member()
+    assert _commit(core, 9, epoch, member) == 0  # its offsets' holder is not listed as a group of its own
+    other = core.shard_for("classic")
+    if other != core.shard_for(GROUP):
+        core.begin_loading(other)
+        core.finish_loading(other, 0)
+    core.handle(11, 5, {"group_id": "classic", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                        "protocols": [{"name": "range", "metadata": b""}], "reason": None}, "tok", 1)
+    listed = _list(core)
+    assert listed[GROUP] == ("consumer", "Stable", "consumer")
+    assert listed["classic"][2] == "classic"
+    assert set(_list(core, types_filter=["Classic"])) == {"classic"}
+    assert set(_list(core, types_filter=["consumer"])) == {GROUP}
+    assert set(_list(core, states_filter=["stable"], types_filter=[])) == {GROUP}
+
+    def describe(version: int) -> dict:
+        out = core.handle(15, version, {"groups": [GROUP], "include_authorized_operations": False}, "tok", 1)
+        return out.completions[0][1]["groups"][0]
+
+    old, new = describe(5), describe(6)
+    assert (old["error_code"], old["group_state"], old["members"]) == (0, "Dead", [])
+    assert (new["error_code"], new["error_message"], new["group_state"]) == (69, f"Group {GROUP} is not a classic "
+                                                                                "group.", "Dead")
+
+
+def test_delete_groups_refuses_a_consumer_group_with_members_and_deletes_it_empty() -> None:
+    core, member, epoch = _core_with_member()
+    shard = core.shard_for(GROUP)
+    assert _commit(core, 9, epoch, member) == 0
+
+    def delete() -> int:
+        out = core.handle(42, 2, {"groups_names": [GROUP]}, "tok", 1)
+        if out.write_id is not None:
+            core.on_appended(out.write_id, 1)
+        return out.completions[0][1]["results"][0]["error_code"]
+
+    # OffsetDelete of a subscribed topic is refused while subscribed
+    out = core.handle(47, 0, {"group_id": GROUP, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
+                      "tok", 1)
+    assert out.completions[0][1]["topics"][0]["partitions"][0]["error_code"] == 86  # GROUP_SUBSCRIBED_TO_TOPIC
+    assert delete() == 68  # NON_EMPTY_GROUP
+    left = core.consumer_groups(shard).heartbeat({"group_id": GROUP, "member_id": member, "member_epoch": -1}, 1, 2,
+                                                 {TOPIC: TopicInfo(uuid.uuid4(), 2)})
+    for record in left.records:
+        core.replay(shard, *R.encode_record(record))
+    assert delete() == 0
+    assert GROUP not in core.consumer_groups(shard).groups and core.committed_offsets(GROUP) == {}
+    assert GROUP not in _list(core)
+    assert delete() == 69  # GROUP_ID_NOT_FOUND
