@@ -11,8 +11,9 @@ Rules (pure: values in, values out; the runtime's ``lag_sampler`` reads the logs
   under the group label ``OTHER`` (a group named so is always in that sum). A client can create groups,
   never series.
 - Lag seconds of a partition: ``now_ms`` minus the timestamp of the first record at or past the committed
-  offset (the oldest record the group has not consumed), 0 when it has no lag or the timestamp is unknown;
-  per (group, topic) the largest over its partitions. Only groups with series of their own get it (the
+  offset (the oldest record the group has not consumed), 0 when it has no lag; absent while that timestamp
+  is unknown. Per (group, topic) the largest over its partitions whose age is known (absent when it lags and
+  none is). Only groups with series of their own get it (the
   ``OTHER`` sum has none): the timestamps come from reading the logs, bounded by ``max_groups``.
 - Per-partition series are produced only when asked (``per_partition``), for the groups with series of
   their own.
@@ -39,9 +40,11 @@ class GroupLag:
     partitions: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)  # tp -> (committed, lag)
 
 
-def scan(store: OffsetStore, groups: Iterable[str], ends: Ends) -> dict[str, GroupLag]:
+def scan(store: OffsetStore, groups: Iterable[str], ends: Ends,
+         unknown: set[TopicPartition] | None = None) -> dict[str, GroupLag]:
     """The lag of each of ``groups`` held in ``store`` (see the rules); groups with no known end are left
-    out. Reads the store's words directly: ~10 million committed offsets are scanned in seconds."""
+    out, and the partitions without one are added to ``unknown`` (when given: what to ask their leaders).
+    Reads the store's words directly: ~10 million committed offsets are scanned in seconds."""
     out: dict[str, GroupLag] = {}
     for group in groups:
         held = store.partition_offsets(group)
@@ -52,6 +55,8 @@ def scan(store: OffsetStore, groups: Iterable[str], ends: Ends) -> dict[str, Gro
         for tp, committed in held:
             end = ends.get(tp)
             if end is None:
+                if unknown is not None:
+                    unknown.add(tp)
                 continue
             n = end - committed if end > committed else 0
             topics[tp[0]] = topics.get(tp[0], 0) + n
@@ -100,22 +105,26 @@ def series(lags: Mapping[str, GroupLag], max_groups: int, now_ms: int,
     p_seconds: dict[tuple[str, str, int], float] = {}
     for g in own:
         lag = lags[g]
+        unread: set[str] = set()  # topics with a lagging partition whose record timestamp is unknown
         for topic, n in lag.topics.items():
             records[(g, topic)] = n
             seconds[(g, topic)] = 0.0
         if per_partition:
             for (topic, p), (_, n) in lag.partitions.items():
                 p_records[(g, topic, p)] = n
-                p_seconds[(g, topic, p)] = 0.0
         for (topic, p), (committed, _) in lag.partitions.items():
             ts = timestamp(topic, p, committed)
             if ts is None:
+                unread.add(topic)
                 continue
             age = max(0.0, (now_ms - ts) / 1000)
             if age > seconds[(g, topic)]:
                 seconds[(g, topic)] = age
             if per_partition:
                 p_seconds[(g, topic, p)] = age
+        for topic in unread:  # no age is better than a wrong one (a later scan may read it)
+            if not seconds[(g, topic)]:
+                del seconds[(g, topic)]
     chosen = set(own)
     for g, lag in lags.items():
         if g in chosen:

@@ -144,6 +144,9 @@ class _Connection:
         return out
 
 
+PeerConnection = _Connection  # one request at a time to a peer's inter-broker listener (the lag gauges' too)
+
+
 class ReplicaFetcher:
     def __init__(self, replication: FollowerReplication, leader: BrokerInfo) -> None:
         self.replication = replication

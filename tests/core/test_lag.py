@@ -79,3 +79,15 @@ def test_a_committed_offset_past_the_end_is_no_lag() -> None:
     store = OffsetStore()
     store.put("g", "a", 0, value(50))
     assert scan(store, ["g"], {("a", 0): 7})["g"].topics == {"a": 0}
+
+
+def test_unknown_ends_are_collected_and_an_unreadable_age_is_absent_not_zero() -> None:
+    store = OffsetStore()
+    store.put("g", "a", 0, value(2))
+    store.put("g", "remote", 3, value(1))
+    unknown: set[tuple[str, int]] = set()
+    lags = scan(store, ["g"], {("a", 0): 5}, unknown)
+    assert unknown == {("remote", 3)}
+    out = series(lags, 10, 10_000, lambda t, p, o: None, per_partition=True)
+    assert out.records == {("g", "a"): 3} and out.seconds == {} and out.partition_seconds == {}
+    assert out.partition_records == {("g", "a", 0): 3}

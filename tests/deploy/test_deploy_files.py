@@ -102,6 +102,7 @@ def test_compose_names_the_services_and_wires_them() -> None:
     assert node_ids == {"1", "2", "3"} and len(host_ports) == 3
     prom = services["prometheus"]
     assert "./prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prom["volumes"]
+    assert "./alerts.yml:/etc/prometheus/alerts.yml:ro" in prom["volumes"]
     assert {n: d["condition"] for n, d in prom["depends_on"].items()} == dict.fromkeys(NODES, "service_healthy")
     graf = services["grafana"]
     assert "./grafana/groupcoord.json:/var/lib/grafana/dashboards/groupcoord.json:ro" in graf["volumes"]
@@ -117,6 +118,18 @@ def test_prometheus_config_scrapes_the_three_nodes() -> None:
     cfg = YAML(typ="safe").load((DEPLOY / "prometheus.yml").read_text())
     (job,) = cfg["scrape_configs"]
     assert [t for sc in job["static_configs"] for t in sc["targets"]] == [f"{n}:9404" for n in NODES]
+
+
+def test_alert_rules_pass_promtool_and_name_exported_metrics() -> None:
+    r = subprocess.run(["promtool", "check", "rules", str(DEPLOY / "alerts.yml")], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "SUCCESS: 2 rules found" in r.stdout, r.stdout + r.stderr
+    cfg = YAML(typ="safe").load((DEPLOY / "prometheus.yml").read_text())
+    assert cfg["rule_files"] == ["alerts.yml"]
+    rules = YAML(typ="safe").load((DEPLOY / "alerts.yml").read_text())["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} == {"GroupcoordConsumerLagSeconds", "GroupcoordNodeDown"}
+    lag = next(r for r in rules if r["alert"] == "GroupcoordConsumerLagSeconds")
+    assert "groupcoord_group_lag_seconds" in lag["expr"] and "> 300" in lag["expr"]
 
 
 def test_dockerfile_has_the_required_lines() -> None:
