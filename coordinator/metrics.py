@@ -145,6 +145,42 @@ class _LagCollector:
             yield psec
 
 
+class _GroupCommitCollector:
+    """groupcoord_group_offset_commits_total{group}: partition offsets committed durably per group, counted on the
+    commit path (one dict update). Bounded: the first ``max_groups`` groups seen since the start get a label of
+    their own, the others (and a group named "_other") count under group="_other"; a counter's label set never
+    changes, so a group keeps its series for the life of the process."""
+
+    OTHER = "_other"
+
+    def __init__(self) -> None:
+        self.max_groups = 1000
+        self.counts: dict[str, int] = {}
+        self.other = 0
+
+    def add(self, group: str, n: int = 1) -> None:
+        counts = self.counts
+        if group in counts:
+            counts[group] += n
+        elif len(counts) < self.max_groups and group != self.OTHER:
+            counts[group] = n
+        else:
+            self.other += n
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        counts, other = self.counts.copy(), self.other  # a copy: the trio thread keeps counting
+        if not counts and not other:
+            return
+        c = CounterMetricFamily("groupcoord_group_offset_commits", "Partition offsets committed durably, by group "
+                                "(at most metrics.lag.max.groups groups, the first seen; the rest under "
+                                "group=\"_other\").", labels=["group"])
+        for group, n in sorted(counts.items()):
+            c.add_metric([group], n)
+        if other:
+            c.add_metric([self.OTHER], other)
+        yield c
+
+
 class _RequestCollector:
     """``groupcoord_requests_total`` and ``groupcoord_request_latency_seconds``, by API."""
 
@@ -220,6 +256,8 @@ class Metrics:
         r.register(self.cluster)  # type: ignore[arg-type]
         self.lag = _LagCollector()
         r.register(self.lag)  # type: ignore[arg-type]
+        self.group_commits = _GroupCommitCollector()
+        r.register(self.group_commits)  # type: ignore[arg-type]
         self._http = None
 
     def request_started(self, api_key: int, n: int = 1) -> None:

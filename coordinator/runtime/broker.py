@@ -336,6 +336,7 @@ class Broker:
             background.start_soon(self.groups.timer_loop)
             lag = LagSampler(self.groups.core, self.topic_service, self.config)  # issue #37's lag gauges
             self.metrics.lag.source = lambda: lag.latest
+            self.metrics.group_commits.max_groups = self.config["metrics.lag.max.groups"]
             background.start_soon(lag.run)
             if self.consumer_groups is not None:
                 background.start_soon(self.consumer_groups.timer_loop)

@@ -98,6 +98,12 @@ OFFSET_DELETE = 47
 _PARKING_APIS = frozenset((11, 14))  # JoinGroup and SyncGroup wait in their member for the rebalance
 
 
+def offset_key_group(key: bytes) -> str:
+    """The group of an OffsetCommitKey (v0/v1: int16 version, int16 length, the group's UTF-8 bytes, ...)."""
+    n = int.from_bytes(key[2:4], "big", signed=True)
+    return key[4:4 + max(n, 0)].decode("utf-8", "replace")
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -140,6 +146,7 @@ class _CommitSettled:
         service.core.commit_settled(self.pending, durable=err is None)
         if err is None:
             service.broker.metrics.offset_commits.inc()
+            service.broker.metrics.group_commits.add(self.pending.group_id)
             error = 0
         else:
             service.write_failures.error("offset commit of %s failed: %s", self.pending.group_id, err)
@@ -574,7 +581,12 @@ class GroupService:
         errors: list[Exception] = []
         write_id = outcome.write_id
         assert write_id is not None
-        commits = sum(1 for _, k, v in outcome.records if v is not None and k[:2] in (b"\x00\x00", b"\x00\x01"))
+        by_group: dict[str, int] = {}  # offset commit records per group (groupcoord_group_offset_commits_total)
+        for _, k, v in outcome.records:
+            if v is not None and k[:2] in (b"\x00\x00", b"\x00\x01"):
+                group = offset_key_group(k)
+                by_group[group] = by_group.get(group, 0) + 1
+        commits = sum(by_group.values())
 
         def done(err: Exception | None) -> None:
             if err is not None:
@@ -590,6 +602,8 @@ class GroupService:
                 after = self.core.on_appended(write_id, now_ms())
                 if commits:
                     self.broker.metrics.offset_commits.inc(commits)
+                    for group, n in by_group.items():
+                        self.broker.metrics.group_commits.add(group, n)
                 self._release(outcome.completions)
                 if after.records or after.completions:
                     self.apply(after)

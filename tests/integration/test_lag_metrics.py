@@ -8,7 +8,8 @@ Checked on the real daemon over TCP, scraped from its /metrics:
 - metrics.lag.per.partition: one series per partition as well; `groupcoord groups offsets` shows the same lag
   and a LAG-SECONDS column.
 - Cardinality: 1,500 groups with lag, metrics.lag.max.groups 1,000: exactly 1,000 group label values of
-  their own plus "_other", and the series of a topic still sum to every group's lag.
+  their own plus "_other", and the series of a topic still sum to every group's lag; the same bound for
+  groupcoord_group_offset_commits_total (the first 1,000 groups, 500 commits under "_other").
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def test_lag_gauges_follow_a_slow_group_exactly_and_fall_to_zero(tmp_path: Path)
         wait_until("lag 0", lambda: gauge(srv, "groupcoord_group_lag_records", group="slow", topic=TOPIC) == 0)
         assert gauge(srv, "groupcoord_group_lag_seconds", group="slow", topic=TOPIC) == 0
         assert gauge(srv, "groupcoord_group_partition_lag_records", group="slow", topic=TOPIC, partition="0") is None
+        # two commits of two partitions each, counted for the group
+        assert re.search(r'^groupcoord_group_offset_commits_total\{group="slow"\} 4\.0$', srv.scrape(), re.M)
     finally:
         srv.stop()
 
@@ -168,6 +171,9 @@ def test_at_most_max_groups_get_series_of_their_own_and_the_rest_sum_under_other
 
         series = wait_until("every group's lag", crowd)
         assert len(series) == 1001 and "_other" in series
+        commits = {g: float(v) for g, v in re.findall(r'^groupcoord_group_offset_commits_total\{group="([^"]*)"\} '
+                                                       r'(\S+)$', srv.scrape(), re.M)}
+        assert len(commits) == 1001 and commits["_other"] == 500 and sum(commits.values()) == 1500
         # the most lagging first: every group committed at offset 0 (lag 10) has series of its own
         assert all(f"g-{i}" in series for i in range(0, 1500, 7))
     finally:
