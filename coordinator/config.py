@@ -109,6 +109,9 @@ KEYS: tuple[Key, ...] = (
     Key("num.partitions", int, 1, "Partitions of auto-created topics.", 1),
     Key("auto.create.topics.enable", bool, True, "Create topics on Metadata/Produce when missing."),
     Key("group.initial.rebalance.delay.ms", int, 3000, "Delay of the first rebalance of an empty group.", 0),
+    Key("group.stuck.threshold.ms", int, -1, "A group waiting for members in a rebalance longer than this "
+        "counts in groupcoord_groups_stuck and is logged once (ours); -1: twice its largest rebalance timeout.",
+        -1),
     Key("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 1),
     Key("group.max.session.timeout.ms", int, 1_800_000, "Largest session timeout a member may ask for.", 1),
     Key("group.max.size", int, 2**31 - 1, "Most members a group may have.", 1),

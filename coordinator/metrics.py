@@ -55,6 +55,7 @@ class _GroupCollector:
         self.members: Callable[[], int] | None = None
         # (committed offsets held, offsets.max.committed, commits refused by it so far)
         self.offsets: Callable[[], tuple[int, int, int]] | None = None
+        self.stuck: Callable[[], int] | None = None  # runtime/stuck_groups.py
 
     def collect(self):  # type: ignore[no-untyped-def]
         g = GaugeMetricFamily("groupcoord_groups", "Consumer groups by state.", labels=["state"])
@@ -72,6 +73,9 @@ class _GroupCollector:
                                 "without offsets get POLICY_VIOLATION for their commits.", value=bound)
         yield CounterMetricFamily("groupcoord_offsets_refused", "Partition commits refused by "
                                   "offsets.max.committed.", value=refused)
+        yield GaugeMetricFamily("groupcoord_groups_stuck", "Groups waiting for members in a rebalance longer "
+                                "than group.stuck.threshold.ms (default: twice their largest rebalance timeout).",
+                                value=self.stuck() if self.stuck else 0)
 
 
 class _ClusterCollector:

@@ -7,7 +7,8 @@ Rules:
   primitives, ``"[]"`` for an array of structs (its ``fields`` give the element), or ``"struct"`` for a
   nested struct (its ``fields`` give the members).
 - ``nullable`` is Kafka's nullableVersions; ``tag``/``tagged`` are Kafka's tag and taggedVersions. A tagged
-  field is written in the tagged-field section of its struct and only in flexible versions.
+  field is written in the tagged-field section of its struct and only in flexible versions. Tags from
+  ``OURS_FROM_TAG`` (1000) on are groupcoord's own extensions, which other clients skip (KIP-482).
 - ``default`` is what an encoder writes when the value is missing (None for a non-nullable field);
   without one, numbers default to 0, strings to "", bytes to b"", arrays to [], bool to False.
 - ``ApiSchema`` gives the versions we support (``valid``) and the first flexible version; everything here
@@ -26,6 +27,10 @@ PRIMITIVES = frozenset(
         "string", "bytes", "uuid", "records",
     }
 )
+
+# Tagged fields numbered from here are groupcoord's own extensions (KIP-482: a client skips tags it does not
+# know), never Kafka's: schema-agreement and cross-encoding tests leave them out.
+OURS_FROM_TAG = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from .outcome import Effects
 from .rebalance import member_key
 from .records import encode_group_key, encode_offset_key
 from .shard import ShardStatus
+from .waits import classic_waiting
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
@@ -61,6 +62,11 @@ def _describe(env: Env, version: int, group_id: str) -> dict:
             out["error_code"] = int(Err.GROUP_ID_NOT_FOUND)
             out["error_message"] = f"Group {group_id} not found."
         return out
+    waiting = classic_waiting(group) if version >= 5 else None
+    if waiting is not None:  # ours, tagged (protocol/messages/describe_groups.py): who the rebalance waits for
+        out["waiting_since_ms"] = waiting.since_ms if waiting.since_ms is not None else -1
+        out["waiting_for"] = [{"member_id": w.member_id, "client_id": w.client_id, "client_host": w.client_host,
+                               "reason": w.reason} for w in waiting.members]
     stable = group.state is STABLE
     protocol = group.protocol_name or ""
     out["group_state"] = group.state.value

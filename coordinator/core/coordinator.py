@@ -78,6 +78,7 @@ from .records import OffsetCommitValue
 from .responses import join_response, offset_commit_response
 from .shard import Shard, ShardStatus
 from .sharding import partition_for
+from .waits import Waiting, classic_waiting, consumer_waiting
 
 # api key -> (name, lowest version, highest version) served by the core
 SUPPORTED_APIS: dict[int, tuple[str, int, int]] = {
@@ -561,6 +562,27 @@ class Coordinator:
     def offsets_held(self) -> int:
         """Committed offsets in memory, all shards (what offsets.max.committed bounds)."""
         return sum(len(s.offsets) for s in self._env.shards)
+
+    def waiting_groups(self) -> list[Waiting]:
+        """Every group this coordinator serves that waits for members in a rebalance (``waits``)."""
+        out = []
+        for shard in self._env.shards:
+            if shard.status is not ShardStatus.ACTIVE:
+                continue
+            for g in shard.groups.values():
+                if g.state is not EMPTY and (g.state is not STABLE or g.pending_sync):
+                    w = classic_waiting(g)
+                    if w is not None:
+                        out.append(w)
+            for cg in shard.consumer.groups.values():
+                w = consumer_waiting(cg)
+                if w is not None:
+                    out.append(w)
+        return out
+
+    def loading(self) -> bool:
+        """Whether an offsets partition is being loaded (or rebuilt) now."""
+        return any(s.status is ShardStatus.LOADING for s in self._env.shards)
 
     def active_offset_stores(self) -> list[OffsetStore]:
         """The committed offsets of every offsets partition this coordinator serves now (the lag gauges)."""

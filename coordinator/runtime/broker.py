@@ -44,6 +44,7 @@ from coordinator.runtime.security.authorization import (
 from coordinator.runtime.security.listener_security import ListenerSecurity
 from coordinator.runtime.security.tls import TlsContexts, setting
 from coordinator.runtime.security.users import UserStore
+from coordinator.runtime.stuck_groups import StuckGroups
 from coordinator.runtime.topic_cleaner import user_compaction_loop
 from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config, valid_topic_name
 from coordinator.storage.compaction import compact
@@ -337,6 +338,9 @@ class Broker:
             lag = LagSampler(self.groups.core, self.topic_service, self.config)  # issue #37's lag gauges
             self.metrics.lag.source = lambda: lag.latest
             self.metrics.group_commits.max_groups = self.config["metrics.lag.max.groups"]
+            stuck = StuckGroups(self.groups.core, self.config)  # issue #37: groups waiting too long
+            self.metrics.groups.stuck = lambda: stuck.stuck
+            background.start_soon(stuck.run)
             background.start_soon(lag.run)
             if self.consumer_groups is not None:
                 background.start_soon(self.consumer_groups.timer_loop)

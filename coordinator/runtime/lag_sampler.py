@@ -2,7 +2,8 @@
 
 Rules:
 - Every ``metrics.lag.interval.ms``, or ten times the last computation's duration when that is longer (the
-  scan of millions of committed offsets costs seconds: it never takes more than a tenth of a core), it scans
+  scan of millions of committed offsets costs seconds: it never takes more than a tenth of a core), and not
+  while an offsets partition is loading (the load goes first), it scans
   the committed offsets of every offsets partition this node serves (ACTIVE shards) against the ends it
   knows, in chunks of ``SCAN_CHUNK`` groups between trio checkpoints, and publishes one ``LagSeries``.
 - Ends: each topic partition this node hosts, internal (``__``) topics excepted. Single node: the log's high
@@ -66,6 +67,8 @@ class LagSampler:
     async def run(self) -> None:
         while True:
             await trio.sleep(max(self.interval_s, COST_FACTOR * self.last_scan_s))
+            if self.core.loading():  # the load goes first (a scan of millions of offsets would slow it)
+                continue
             try:
                 await self.sample()
             except Exception:  # the gauges must never take the server down

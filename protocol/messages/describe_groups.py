@@ -4,12 +4,15 @@ Rules: we serve v0-6 (flexible from v5). ``include_authorized_operations`` and t
 ``authorized_operations`` (default INT32_MIN, "not requested") from v3; member ``group_instance_id`` from
 v4; group ``error_message`` from v6: null unless the group is unknown ("Group G not found.", KIP-1043).
 Member ``group_instance_id`` is null for a dynamic member; ``protocol_type``/``protocol_data`` are empty
-strings (not null) for a group without them, as Kafka.
+strings (not null) for a group without them, as Kafka. Ours, v5+ as tagged fields 1000/1001 (absent unless
+the group waits for members in a rebalance): ``waiting_since_ms`` and ``waiting_for`` (member id, client
+id, host, reason), read by ``groupcoord groups describe``.
 """
 
-from protocol.schema import ApiSchema, arr, f
+from protocol.schema import OURS_FROM_TAG, ApiSchema, arr, f
 
 INT32_MIN = -2147483648
+WAITING_SINCE_TAG, WAITING_FOR_TAG = OURS_FROM_TAG, OURS_FROM_TAG + 1  # ours (protocol/schema.py)
 
 SCHEMA = ApiSchema(
     key=15,
@@ -36,6 +39,15 @@ SCHEMA = ApiSchema(
                 f("client_host", "string"),
                 f("member_metadata", "bytes"),
                 f("member_assignment", "bytes")),
-            f("authorized_operations", "int32", "3+", default=INT32_MIN)),
+            f("authorized_operations", "int32", "3+", default=INT32_MIN),
+            # ours (issue #37), tagged: clients that do not know them skip them (KIP-482); sent only while the
+            # group waits for members in a rebalance (coordinator/core/waits.py)
+            f("waiting_since_ms", "int64", "5+", tag=WAITING_SINCE_TAG, tagged="5+", default=-1),
+            arr("waiting_for", "5+",
+                f("member_id", "string", "5+"),
+                f("client_id", "string", "5+"),
+                f("client_host", "string", "5+"),
+                f("reason", "string", "5+"),
+                tag=WAITING_FOR_TAG, tagged="5+")),
     ),
 )

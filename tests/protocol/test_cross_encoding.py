@@ -37,7 +37,7 @@ from protocol import codec
 from protocol.compiler import KStruct, Resolved
 from protocol.headers import RequestHeader
 from protocol.messages import ALL
-from protocol.schema import Versions
+from protocol.schema import OURS_FROM_TAG, Versions
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # importing kafka-python loads every schema and warns
@@ -168,8 +168,24 @@ def _writes_default_tag(key: int, version: int, value: dict[str, Any]) -> bool:
                                              for t in value.get("topics") or [] for p in t.get("partitions") or [])
 
 
+def without_ours(ks: KStruct, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` without our own tagged fields (tags from OURS_FROM_TAG: Kafka's classes skip them)."""
+    out = {}
+    for r in ks.kfields:
+        if r.name not in value or (r.tag is not None and r.tag >= OURS_FROM_TAG):
+            continue
+        v = value[r.name]
+        if r.sub is not None and r.kind == "array" and v is not None:
+            v = [without_ours(r.sub, e) for e in v]
+        elif r.sub is not None and r.kind == "struct" and v is not None:
+            v = without_ours(r.sub, v)
+        out[r.name] = v
+    return out
+
+
 def check_response(key: int, version: int, value: dict[str, Any], correlation_id: int) -> None:
     """Ours encodes the whole response frame; kafka-python decodes header and body to the same values."""
+    value = without_ours(codec.codec_for(key, version, False).struct, value)
     cls = kafka_class(ALL[key].name, "Response")
     frame = codec.encode_response(key, version, correlation_id, value)
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from protocol.messages import ALL
-from protocol.schema import ApiSchema, Field, Versions
+from protocol.schema import OURS_FROM_TAG, ApiSchema, Field, Versions
 
 # Located without importing kafka-python (its import loads every schema and warns).
 _KAFKA = importlib.util.find_spec("kafka")
@@ -147,7 +147,7 @@ def _kafka_tag(x: dict[str, Any], v: int) -> int | None:
 # --- our declarations ----------------------------------------------------------------------------------
 
 def our_rows(fields: tuple[Field, ...], v: int, prefix: str = "") -> list[Row]:
-    present = [x for x in fields if x.present_in(v)]
+    present = [x for x in fields if x.present_in(v) and not (x.tagged_in(v) and (x.tag or 0) >= OURS_FROM_TAG)]
     tagged = sorted((x for x in present if x.tagged_in(v)), key=lambda x: x.tag or 0)
     rows: list[Row] = []
     for x in [x for x in present if not x.tagged_in(v)] + tagged:
