@@ -123,11 +123,11 @@ def test_prometheus_config_scrapes_the_three_nodes() -> None:
 def test_alert_rules_pass_promtool_and_name_exported_metrics() -> None:
     r = subprocess.run(["promtool", "check", "rules", str(DEPLOY / "alerts.yml")], capture_output=True, text=True,
                        timeout=60)
-    assert r.returncode == 0 and "SUCCESS: 2 rules found" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "SUCCESS: 3 rules found" in r.stdout, r.stdout + r.stderr
     cfg = YAML(typ="safe").load((DEPLOY / "prometheus.yml").read_text())
     assert cfg["rule_files"] == ["alerts.yml"]
     rules = YAML(typ="safe").load((DEPLOY / "alerts.yml").read_text())["groups"][0]["rules"]
-    assert {r["alert"] for r in rules} == {"GroupcoordConsumerLagSeconds", "GroupcoordNodeDown"}
+    assert {r["alert"] for r in rules} == {"GroupcoordConsumerLagSeconds", "GroupcoordGroupsStuck", "GroupcoordNodeDown"}
     lag = next(r for r in rules if r["alert"] == "GroupcoordConsumerLagSeconds")
     assert "groupcoord_group_lag_seconds" in lag["expr"] and "> 300" in lag["expr"]
 
