@@ -1,10 +1,11 @@
 """Consumer lag in cluster mode (issue #37): a group's coordinator shows the exact lag of partitions led by the
 other nodes (it asks their leaders: ListOffsets for the ends, Fetch for the record timestamps).
 
-Three real `groupcoord serve` nodes through a real ZooKeeper; a topic of 3 partitions with replication factor 1
-(each partition on one node: at most one of them on the coordinator); a kafka-python producer writes records
-with known timestamps; a simple group commits offsets; the coordinator's /metrics must show log end minus
-committed, summed, and the age of the oldest record not consumed.
+Three real `groupcoord serve` nodes through a real ZooKeeper; a topic of 3 partitions with replication factor 2
+(each node misses one of them, and leads at most one); a kafka-python producer writes records with known
+timestamps; a simple group commits offsets; the coordinator's /metrics must show log end minus committed,
+summed, and the age of the oldest record not consumed. After the coordinator's SIGKILL the group's new
+coordinator shows the same lag.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def gauge(node: ServerProcess, name: str, group: str, topic: str) -> float | Non
 def test_the_coordinator_shows_the_lag_of_partitions_led_elsewhere(tmp_path: Path, zk_connect: str) -> None:
     nodes = start_nodes(tmp_path, zk_connect, [1, 2, 3], "--metrics-lag-interval-ms", "300")
     try:
-        assert create_topic(nodes[1], TOPIC, 3, 1)["error_code"] == 0
+        assert create_topic(nodes[1], TOPIC, 3, 2)["error_code"] == 0  # two replicas: each node misses one
         parts = agreed_topic(nodes, TOPIC)
         assert len({p["leader_id"] for p in parts.values()}) >= 2, parts  # spread: some led elsewhere
         now_ms = int(time.time() * 1000)
@@ -67,5 +68,16 @@ def test_the_coordinator_shows_the_lag_of_partitions_led_elsewhere(tmp_path: Pat
         for n, node in nodes.items():
             if n != coordinator:
                 assert gauge(node, "groupcoord_group_lag_records", GROUP, TOPIC) is None
+
+        # the coordinator is SIGKILLed: the group's new coordinator shows the same lag (every partition still
+        # has a live replica; the committed offsets are replicated)
+        nodes[coordinator].kill()
+        live = {n: node for n, node in nodes.items() if n != coordinator}
+        asked = next(iter(live.values()))
+        err, new = wait_for("a new coordinator", lambda: (lambda r: r if r[0] == 0 and r[1] in live else None)(
+            find_coordinator(asked, GROUP)), timeout=40, describe=lambda: logs(live))
+        wait_for(f"lag {want} on node {new}",
+                 lambda: gauge(live[new], "groupcoord_group_lag_records", GROUP, TOPIC) == want or None,
+                 timeout=40, describe=lambda: live[new].scrape()[-3000:] + logs(live))
     finally:
         stop_nodes(nodes)
