@@ -8,7 +8,11 @@ Rules:
   remembered per group. NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE forget it and look again;
   COORDINATOR_LOAD_IN_PROGRESS retries the same node; both after ``retry_backoff_ms``, until
   ``request_timeout_ms`` has passed, when the last error is returned (or raised for whole-request errors).
-- ListGroups asks every node and merges the answers (each node lists the groups it coordinates).
+- ListGroups asks every node and merges the answers (each node lists the groups it coordinates); from v5
+  each listing has its type ("classic" or "consumer").
+- KIP-848 "consumer" groups are described with ConsumerGroupDescribe (69): epochs, assignor and per member
+  its epoch and assignment, topic names taken from the response (TopicName) or, for a topic it leaves
+  unnamed, from Metadata by topic id (v10+), else shown as the id.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from client.security import SecurityConfig
 from protocol.errors import ErrorCode, error_name
 
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 16, 15, 42, 19, 20
+CONSUMER_GROUP_DESCRIBE, METADATA = 69, 3
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 32, 44, 47
 _RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _RELOOKUP = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
@@ -43,6 +48,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str | None  # None when the node is too old to say (ListGroups < v4)
+    group_type: str | None = None  # "classic" / "consumer"; None when the node is too old to say (< v5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,16 @@ class MemberDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class WaitedMember:
+    """A member a rebalancing group waits for (groupcoord's DescribeGroups extension), and what is missing."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class GroupDescription:
     group_id: str
     state: str
@@ -63,10 +79,50 @@ class GroupDescription:
     members: list[MemberDescription]
     coordinator: Node | None
     error_code: int = 0
+    # groupcoord's own (DescribeGroups v5+ tagged fields): who a rebalancing group waits for, since when (ms)
+    waiting_since_ms: int | None = None
+    waiting_for: tuple[WaitedMember, ...] = ()
 
     @property
     def error(self) -> str | None:
         return error_name(self.error_code) if self.error_code else None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberDescription:
+    """A member of a KIP-848 consumer group (ConsumerGroupDescribe)."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    member_epoch: int
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[TopicPartition, ...]
+    target_assignment: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """A KIP-848 consumer group (ConsumerGroupDescribe)."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: list[ConsumerMemberDescription]
+    coordinator: Node | None
+    error_code: int = 0
+    error_message: str | None = None
+
+    @property
+    def error(self) -> str | None:
+        if not self.error_code:
+            return None
+        return error_name(self.error_code) + (f": {self.error_message}" if self.error_message else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +204,8 @@ class AdminClient:
                 state = g.get("group_state") if version >= 4 else None
                 if wanted and version < 4:
                     continue  # the node cannot filter or tell the state: leave it out rather than guess
-                found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], state)
+                found[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"], state,
+                                                    g.get("group_type") if version >= 5 else None)
         return sorted(found.values(), key=lambda g: g.group_id)
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
@@ -159,9 +216,42 @@ class AdminClient:
                 lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
             g = resp["groups"][0]
             members = [_member(m, g["protocol_type"]) for m in g["members"]]
+            since = g.get("waiting_since_ms", -1)
+            waited = tuple(WaitedMember(w["member_id"], w["client_id"], w["client_host"], w["reason"])
+                           for w in g.get("waiting_for") or ())
             out.append(GroupDescription(g["group_id"], g["group_state"], g["protocol_type"], g["protocol_data"],
-                                        members, node, g["error_code"]))
+                                        members, node, g["error_code"], since if since >= 0 else None, waited))
         return out
+
+    def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
+        """KIP-848 groups, one ConsumerGroupDescribe per group (to its coordinator). A node without API 69
+        raises UnsupportedVersionError."""
+        out: list[ConsumerGroupDescription] = []
+        names: dict[Any, str] | None = None
+        for gid in group_ids:
+            _, resp, node = self._group_request(
+                gid, CONSUMER_GROUP_DESCRIBE, {"group_ids": [gid], "include_authorized_operations": False},
+                lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
+            g = resp["groups"][0]
+            unnamed = {tp["topic_id"] for m in g.get("members") or () for a in ("assignment", "target_assignment")
+                       for tp in m[a]["topic_partitions"] if not tp["topic_name"]}
+            if unnamed and names is None:
+                names = self._topic_names_by_id()
+            members = [ConsumerMemberDescription(
+                m["member_id"], m["instance_id"], m["rack_id"], m["client_id"], m["client_host"], m["member_epoch"],
+                tuple(m["subscribed_topic_names"]), m["subscribed_topic_regex"],
+                _topic_partitions(m["assignment"], names), _topic_partitions(m["target_assignment"], names))
+                for m in g.get("members") or ()]
+            out.append(ConsumerGroupDescription(
+                g["group_id"], g.get("group_state") or "", g.get("group_epoch", -1), g.get("assignment_epoch", -1),
+                g.get("assignor_name") or "", members, node, g["error_code"], g.get("error_message")))
+        return out
+
+    def _topic_names_by_id(self) -> dict[Any, str]:
+        """Topic id -> name from a Metadata of every topic (v10+ name topics by id; empty before)."""
+        _, resp = self.cluster.request_any(
+            METADATA, lambda v: {"topics": None if v >= 1 else [], "allow_auto_topic_creation": False})
+        return {t["topic_id"]: t["name"] for t in resp["topics"] if t.get("topic_id") is not None and t["name"]}
 
     def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
                            ) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -296,6 +386,12 @@ def _offset_fetch_error(resp: dict[str, Any], group_id: str) -> int:
     if resp.get("groups"):
         return next((g["error_code"] for g in resp["groups"] if g["group_id"] == group_id), 0)
     return resp.get("error_code", 0)
+
+
+def _topic_partitions(a: dict[str, Any], names: Mapping[Any, str] | None) -> tuple[TopicPartition, ...]:
+    """A ConsumerGroupDescribe assignment as sorted topic-partitions (module rules for the names)."""
+    return tuple(sorted(TopicPartition(tp["topic_name"] or (names or {}).get(tp["topic_id"]) or str(tp["topic_id"]), p)
+                        for tp in a["topic_partitions"] for p in tp["partitions"]))
 
 
 def _member(m: dict[str, Any], protocol_type: str) -> MemberDescription:

@@ -23,7 +23,7 @@ from typing import Any
 from client.admin import AdminClient, NewTopic
 from client.cluster import Cluster
 from client.consumer_protocol import TopicPartition
-from client.errors import KafkaError, SecurityConfigError
+from client.errors import KafkaError, SecurityConfigError, UnsupportedVersionError
 from client.security import add_command_config_argument, security_from_args
 from protocol.errors import ErrorCode, error_name
 
@@ -70,27 +70,74 @@ def list_offsets(cluster: Cluster, tps: Iterable[TopicPartition], timestamp: int
 
 # ---------------------------------------------------------------------------- groups
 def groups_list(admin: AdminClient, args: argparse.Namespace) -> int:
-    listings = admin.list_groups(states=args.state or None)
-    table(["GROUP", "STATE", "PROTOCOL-TYPE"],
-          [(g.group_id, g.state, g.protocol_type or "-") for g in sorted(listings, key=lambda g: g.group_id)])
+    listings = sorted(admin.list_groups(states=args.state or None), key=lambda g: g.group_id)
+    typed = any(g.group_type is not None for g in listings)  # ListGroups v5+: classic / consumer
+    table(["GROUP", "STATE", "PROTOCOL-TYPE"] + (["TYPE"] if typed else []),
+          [(g.group_id, g.state, g.protocol_type or "-") + ((g.group_type,) if typed else ()) for g in listings])
     return 0
 
 
+def _coordinator_text(node: Any) -> str:
+    return f"{node.host}:{node.port} (id {node.node_id})" if node else "-"
+
+
+def _consumer_group_types(admin: AdminClient) -> dict[str, str | None]:
+    """group id -> type from ListGroups (empty if the listing fails: describe then finds out by itself)."""
+    try:
+        return {g.group_id: g.group_type for g in admin.list_groups()}
+    except KafkaError:
+        return {}
+
+
 def groups_describe(admin: AdminClient, args: argparse.Namespace) -> int:
+    """A classic group with DescribeGroups; a KIP-848 one (ListGroups type "consumer", or a group
+    DescribeGroups answers Dead / GROUP_ID_NOT_FOUND for, that ConsumerGroupDescribe knows) with
+    ConsumerGroupDescribe."""
     rc = 0
-    for d in admin.describe_groups(args.group):
+    types = _consumer_group_types(admin)
+    for gid in args.group:
+        if types.get(gid) == "consumer" and _print_consumer_group(admin, gid):
+            continue
+        d = admin.describe_groups([gid])[0]
+        not_classic = d.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (not d.error_code and d.state == "Dead")
+        if not_classic and types.get(gid) != "consumer" and _print_consumer_group(admin, gid):
+            continue
         if d.error_code:
             print(f"group {d.group_id}: {d.error}", file=sys.stderr)
             rc = 1
             continue
-        coord = f"{d.coordinator.host}:{d.coordinator.port} (id {d.coordinator.node_id})" if d.coordinator else "-"
-        print(f"GROUP {d.group_id}  STATE {d.state}  PROTOCOL {d.protocol or '-'}  COORDINATOR {coord}  "
-              f"MEMBERS {len(d.members)}")
+        print(f"GROUP {d.group_id}  STATE {d.state}  PROTOCOL {d.protocol or '-'}  "
+              f"COORDINATOR {_coordinator_text(d.coordinator)}  MEMBERS {len(d.members)}")
         table(["CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
               [(m.member_id, m.group_instance_id, m.client_host, m.client_id, len(m.assignment),
                 ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)) for m in d.members])
+        if d.waiting_for:  # groupcoord's extension: who this rebalance waits for
+            since = "" if d.waiting_since_ms is None else \
+                f" {max(0.0, datetime.now(UTC).timestamp() - d.waiting_since_ms / 1000):.1f} s"
+            print(f"WAITING{since} FOR {len(d.waiting_for)} MEMBER(S)")
+            table(["CONSUMER-ID", "HOST", "CLIENT-ID", "WAITING-FOR"],
+                  [(w.member_id, w.client_host, w.client_id, w.reason) for w in d.waiting_for])
         print()
     return rc
+
+
+def _print_consumer_group(admin: AdminClient, gid: str) -> bool:
+    """Print the group as ConsumerGroupDescribe sees it; False (nothing printed) if the node does not serve
+    API 69 or does not know the group as a consumer group."""
+    try:
+        [d] = admin.describe_consumer_groups([gid])
+    except UnsupportedVersionError:
+        return False
+    if d.error_code:
+        return False
+    print(f"GROUP {d.group_id}  TYPE consumer  STATE {d.state}  GROUP-EPOCH {d.group_epoch}  "
+          f"ASSIGNMENT-EPOCH {d.assignment_epoch}  ASSIGNOR {d.assignor or '-'}  "
+          f"COORDINATOR {_coordinator_text(d.coordinator)}  MEMBERS {len(d.members)}")
+    table(["CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "MEMBER-EPOCH", "#PARTITIONS", "ASSIGNMENT"],
+          [(m.member_id, m.instance_id, m.client_host, m.client_id, m.member_epoch, len(m.assignment),
+            ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)) for m in d.members])
+    print()
+    return True
 
 
 def groups_offsets(admin: AdminClient, args: argparse.Namespace) -> int:

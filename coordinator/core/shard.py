@@ -16,7 +16,7 @@ Rules:
 - ``pending_commits`` counts offset commits written but not yet durable per (group, topic, partition);
   retention never expires a partition with a pending commit (Kafka's pendingOffsetCommits).
 - ``consumer`` holds the shard's KIP-848 consumer groups (``consumer_group.ConsumerGroups``). Their records
-  (types 3-8) always apply, at load and after each durable write (the consumer-group core never changes
+  (types 3-8 and 16) always apply, at load and after each durable write (the consumer-group core never changes
   itself: its records are its only way to change state). A record that breaks the groups' invariants
   (ReplayError) is refused as an undecodable one (RecordError, a ValueError: logged and skipped at load).
 """
@@ -94,7 +94,7 @@ class Shard:
             self.groups[group] = Group(group)
 
     def _replay_other(self, key: bytes, value: bytes | None) -> None:
-        if len(key) >= 2 and key[0] == 0 and 3 <= key[1] <= 8:  # a consumer-group record (types 3-8)
+        if len(key) >= 2 and key[0] == 0 and (3 <= key[1] <= 8 or key[1] == 16):  # a consumer-group record
             record = cg_records.decode_record(key, value)
             if record is not None:
                 try:

@@ -619,8 +619,7 @@ class Broker:
                 if n not in topics and allow and ts is not None and ts.auto_create(n):
                     created.add(n)
             names += [n for n in dict.fromkeys(n for n in by_id.values() if n is not None) if n not in names]
-            unknown_ids = [{"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid,
-                            "is_internal": False, "partitions": []} for tid, n in by_id.items() if n is None]
+            unknown_ids = _unknown_topic_ids(by_id)
         slot.complete({
             "throttle_time_ms": 0,
             "brokers": [self.broker_entry(slot.conn.listener)],
@@ -644,7 +643,9 @@ class Broker:
 
     def _cluster_metadata(self, request: Request, slot: Slot) -> None:
         """Cluster mode: live brokers, controller, and every topic's leader/replicas/ISR/leader epoch from
-        ZooKeeper, the same on every node (user topics: ``ClusterTopics.metadata_entry``)."""
+        ZooKeeper, the same on every node (user topics: ``ClusterTopics.metadata_entry``). Topics asked by
+        id (v12+) as on a single node: a known id is answered as its name (after the names asked, never
+        auto-created), an unknown one UNKNOWN_TOPIC_ID with a null name, last."""
         from coordinator.cluster.metadata import broker_entries, topic_entry
 
         assert self.cluster is not None
@@ -652,10 +653,15 @@ class Broker:
         wanted = request.body.get("topics")
         ct = self.cluster_topics
         allow = request.body.get("allow_auto_topic_creation", True)
+        unknown_ids: list[dict[str, Any]] = []
         if wanted is None or (request.version == 0 and not wanted):
             names = sorted(view.assignments)
         else:
             names = [t["name"] for t in wanted if t.get("name") is not None]
+            by_id = self._topics_by_id(wanted, request.version)
+            allow = allow and not by_id  # Kafka: never auto-created by id
+            names += [n for n in dict.fromkeys(n for n in by_id.values() if n is not None) if n not in names]
+            unknown_ids = _unknown_topic_ids(by_id)
             if OFFSETS_TOPIC in names and allow:
                 self.cluster.request_offsets_topic()
         entries = []
@@ -670,5 +676,11 @@ class Broker:
             "brokers": broker_entries(view, listener),
             "cluster_id": self.config["cluster.id"],
             "controller_id": view.controller_id,
-            "topics": entries,
+            "topics": entries + unknown_ids,
         })
+
+
+def _unknown_topic_ids(by_id: dict[Any, str | None]) -> list[dict[str, Any]]:
+    """Metadata entries for topic ids no topic has (Kafka: UNKNOWN_TOPIC_ID, a null name, no partitions)."""
+    return [{"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid, "is_internal": False,
+             "partitions": []} for tid, name in by_id.items() if name is None]

@@ -23,7 +23,9 @@ Rules:
 - Describe: per group, INVALID_GROUP_ID for an empty id, the shard's routing error, else the core's entry
   (GROUP_ID_NOT_FOUND for an unknown or classic group); topic names by id from the topic catalogue.
 - ACLs are checked before a request gets here (security/api_acls.py: READ on the group and DESCRIBE on
-  each subscribed topic for 68, DESCRIBE per group for 69).
+  each subscribed topic for 68, DESCRIBE per group for 69). A regex subscription is resolved by the core
+  against the topic catalogue (every heartbeat gets it as the snapshot; records 16 are replayed like
+  3-8); with an authorizer, the topics it resolves to are those the member's principal may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import itertools
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import trio
@@ -41,11 +43,13 @@ import trio
 from coordinator.core.consumer_group import Deadline, HeartbeatOutcome, TopicInfo
 from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.heartbeat import error_response
+from coordinator.core.consumer_group.regex import allow_all
 from coordinator.core.records import encode_group_key
 from coordinator.core.shard import ShardStatus
 from coordinator.runtime.groups import now_ms
 from coordinator.runtime.topics import topic_id
 from coordinator.storage.errors import StorageError
+from protocol.acl_types import AclOperation, ResourceType
 from protocol.codec import Request
 from protocol.errors import ErrorCode
 
@@ -91,6 +95,10 @@ class _Topics:
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and bool(self._count(name))
+
+    def __iter__(self) -> Iterator[str]:
+        ts = self.broker.topic_service
+        return iter([n for n, count in ts.topics().items() if count] if ts is not None else [])
 
     def __getitem__(self, name: str) -> TopicInfo:
         count = self._count(name)
@@ -157,6 +165,7 @@ class ConsumerGroupService:
             slot.complete(error_response(error, _ROUTING_MESSAGES.get(error)))  # type: ignore[arg-type]
             return
         client_id, client_host = request.header.client_id or "", "/" + slot.conn.host
+        may_describe = self._may_describe(slot)
 
         def op() -> bool:
             error = self._routing_error(group_id)
@@ -176,7 +185,7 @@ class ConsumerGroupService:
                 replaced = True
                 if has_record:
                     prefix.append((encode_group_key(group_id), None))
-            outcome = groups.heartbeat(body, version, now_ms(), self.topics, client_id, client_host)
+            outcome = groups.heartbeat(body, version, now_ms(), self.topics, client_id, client_host, may_describe)
             if not outcome.records:
                 self._arm(outcome.deadlines)
                 slot.complete(outcome.response)
@@ -194,6 +203,15 @@ class ConsumerGroupService:
             return self._write(shard, group_id, prefix, outcome, settled)
 
         self._run(group_id, op)
+
+    def _may_describe(self, slot: Slot) -> Callable[[str], bool]:
+        """Whether the member's principal may DESCRIBE a topic (regex resolution); all without an authorizer."""
+        authorization = getattr(self.broker, "authorization", None)  # the Broker's (authorizer.class.name set)
+        if authorization is None:
+            return allow_all
+        authorizer, principal, host = authorization.authorizer, slot.conn.principal, slot.conn.host
+        return lambda topic: bool(authorizer.authorize(principal, host, AclOperation.DESCRIBE,
+                                                       ResourceType.TOPIC, topic))
 
     # ---------------------------------------------------------------- writes
     def _write(self, shard: int, group_id: str, prefix: list[tuple[bytes, bytes | None]], outcome: HeartbeatOutcome,

@@ -47,7 +47,7 @@ def test_topics_and_groups_commands(server: ServerProcess) -> None:
     assert refused.returncode == 1 and "NON_EMPTY_GROUP" in refused.stdout
     consumer.close()
 
-    assert ["cli-group", "Empty", "consumer"] in rows(gc(server, "groups", "list").stdout)
+    assert ["cli-group", "Empty", "consumer", "classic"] in rows(gc(server, "groups", "list").stdout)  # + TYPE
     dry = gc(server, "groups", "reset-offsets", "cli-group", "--topic", "clicks", "--shift-by", "-4")
     assert dry.returncode == 0 and "dry run" in dry.stdout
     assert rows(gc(server, "groups", "offsets", "cli-group").stdout)[2][2] == "10"  # unchanged

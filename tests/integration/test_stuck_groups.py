@@ -6,18 +6,21 @@ sends SyncGroup: the group stays in CompletingRebalance, waiting for its leader'
   host, and what is missing); kafka-python's and confluent-kafka's admin clients still describe the group
   (they skip tags they do not know; librdkafka's parse is guarded).
 - Past group.stuck.threshold.ms, groupcoord_groups_stuck is 1 and ONE warning line names the member.
+- `groupcoord groups describe` prints who the group waits for.
 - The SyncGroup arrives: the group is Stable, waits for nobody, groupcoord_groups_stuck is 0 again.
 """
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient
-from server_process import ServerProcess, read_frame
+from server_process import REPO, ServerProcess, read_frame
 
 from coordinator.core.waits import LEADER_SYNC
 from protocol import codec
@@ -80,6 +83,11 @@ def test_a_group_waiting_for_its_leaders_sync_is_described_counted_and_logged_on
         time.sleep(2.5)  # more checks: still one line
         lines = [ln for ln in srv.log().splitlines() if f"group {GROUP} has been CompletingRebalance" in ln]
         assert len(lines) == 1 and member in lines[0] and "SyncGroup" in lines[0] and "WARNING" in lines[0], lines
+
+        shown = subprocess.run([sys.executable, "-m", "coordinator.cli", "groups", "describe", GROUP, "-b",
+                                srv.bootstrap], capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert shown.returncode == 0, shown.stderr
+        assert " FOR 1 MEMBER(S)" in shown.stdout and member in shown.stdout and LEADER_SYNC in shown.stdout, shown.stdout
 
         synced = call(srv.port, 14, 3, {"group_id": GROUP, "generation_id": joined["generation_id"],
                                         "member_id": member, "group_instance_id": None,

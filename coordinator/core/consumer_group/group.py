@@ -11,10 +11,13 @@ Replay rules (Kafka's GroupMetadataManager.replay):
 - TargetAssignmentMetadata value sets the assignment epoch; tombstone sets -1 and needs no target left.
 - CurrentMemberAssignment value updates the member's assignment and the partition epochs (a partition held
   by two members is a ReplayError); tombstone sets the epoch to -1 and clears its partitions.
+- RegularExpression (16) value/tombstone sets/removes a regex's resolution (``resolved_regexes``).
 - PartitionMetadata value/tombstone sets/clears the subscription metadata; Metadata value sets the group
   epoch. The Metadata tombstone (deleting the group) is applied by ``ConsumerGroups``: it needs no member,
   no target and an assignment epoch of -1.
-Derived: ``state`` (model.GroupState), ``subscribed_topic_names`` (name -> member count).
+Derived: ``state`` (model.GroupState), ``regex_members`` (regex -> member count), ``subscribed_topic_names``
+(name -> member count) over each member's EFFECTIVE subscription: its names and the topics its regex
+resolves to (nothing while unresolved), kept in step by member and regex replays alike.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, R.TopicMetadata] = {}
         self.partition_epochs: dict[uuid.UUID, dict[int, int]] = {}
         self.subscribed_topic_names: Counter[str] = Counter()
+        self.resolved_regexes: dict[str, R.RegexValue] = {}
+        self.regex_members: Counter[str] = Counter()
 
     # ------------------------------------------------------------ derived
     @property
@@ -59,6 +64,20 @@ class ConsumerGroup:
     def static_member(self, instance_id: str) -> Member | None:
         member_id = self.static_members.get(instance_id)
         return None if member_id is None else self.members.get(member_id)
+
+    def effective_names(self, m: Member, resolved: Mapping[str, R.RegexValue] | None = None) -> frozenset[str]:
+        """The topics ``m`` subscribes to: its names and what its regex resolves to in ``resolved`` (default:
+        the group's resolutions)."""
+        regex = m.subscribed_topic_regex
+        if not regex:
+            return frozenset(m.subscribed_topic_names)
+        value = (self.resolved_regexes if resolved is None else resolved).get(regex)
+        return frozenset(m.subscribed_topic_names).union(value.topics if value is not None else ())
+
+    @property
+    def last_regex_refresh_ms(self) -> int | None:
+        """When the group's regexes were last resolved (the latest Timestamp of its records)."""
+        return max((v.timestamp for v in self.resolved_regexes.values()), default=None)
 
     def target(self, member_id: str) -> Assignment:
         return self.targets.get(member_id, EMPTY)
@@ -100,6 +119,20 @@ class ConsumerGroup:
                 self.targets[key.member_id] = dict(value.partitions)
         elif isinstance(key, R.CurrentAssignmentKey):
             self._replay_assignment(key.member_id, value)
+        elif isinstance(key, R.RegexKey):
+            self._replay_regex(key.regular_expression, value)
+
+    def _replay_regex(self, regex: str, value: R.Value | None) -> None:
+        users = [m for m in self.members.values() if m.subscribed_topic_regex == regex]
+        for m in users:
+            self._index(m, None)
+        if value is None:
+            self.resolved_regexes.pop(regex, None)
+        else:
+            assert isinstance(value, R.RegexValue)
+            self.resolved_regexes[regex] = value
+        for m in users:
+            self._index(None, m)
 
     def _replay_member(self, member_id: str, value: R.Value | None) -> None:
         old = self.members.get(member_id)
@@ -119,14 +152,19 @@ class ConsumerGroup:
 
     def _index(self, old: Member | None, new: Member | None) -> None:
         if old is not None:
-            self.subscribed_topic_names.subtract(old.subscribed_topic_names)
+            self.subscribed_topic_names.subtract(self.effective_names(old))
+            if old.subscribed_topic_regex:
+                self.regex_members[old.subscribed_topic_regex] -= 1
             if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
                 del self.static_members[old.instance_id]
         if new is not None:
-            self.subscribed_topic_names.update(new.subscribed_topic_names)
+            self.subscribed_topic_names.update(self.effective_names(new))
+            if new.subscribed_topic_regex:
+                self.regex_members[new.subscribed_topic_regex] += 1
             if new.instance_id is not None:
                 self.static_members[new.instance_id] = new.member_id
         self.subscribed_topic_names = +self.subscribed_topic_names  # drop zero counts
+        self.regex_members = +self.regex_members
 
     def _replay_assignment(self, member_id: str, value: R.Value | None) -> None:
         old = self.members.get(member_id)
@@ -193,4 +231,4 @@ class ConsumerGroup:
         return (self.group_id, self.group_epoch, self.assignment_epoch, dict(self.members),
                 dict(self.static_members), {k: dict(v) for k, v in self.targets.items()},
                 dict(self.subscription_metadata), {k: dict(v) for k, v in self.partition_epochs.items()},
-                dict(self.subscribed_topic_names))
+                dict(self.subscribed_topic_names), dict(self.resolved_regexes), dict(self.regex_members))

@@ -9,20 +9,32 @@ Rules:
   research note), each with Kafka's code and message.
 - Heartbeat order (GroupMetadataManager.consumerGroupHeartbeat): group (created only by epoch 0), max
   size, member (dynamic by id; static by instance id with replacement of a member that left with -2),
-  updated member -> MemberMetadata if changed, epoch bump if its subscription changed or the group is new
-  (epoch 0) or the subscription metadata (from the ``topics`` snapshot) changed -> PartitionMetadata,
-  Metadata; a new target when group epoch > assignment epoch -> TargetAssignmentMember for each changed
-  target, TargetAssignmentMetadata; reconcile -> CurrentMemberAssignment; session deadline re-armed;
+  updated member -> MemberMetadata if changed, the group's regexes (below) -> RegularExpression records,
+  epoch bump if its subscription changed or the group is new (epoch 0) or a used regex's topics changed or
+  the subscription metadata (from the ``topics`` snapshot) changed -> PartitionMetadata, Metadata; a new
+  target when group epoch > assignment epoch -> TargetAssignmentMember for each changed target,
+  TargetAssignmentMetadata; reconcile -> CurrentMemberAssignment; session deadline re-armed;
   rebalance deadline armed on entering UNREVOKED_PARTITIONS, cancelled on leaving it.
 - The response's assignment is everything the member owns now, only on a full request (epoch 0, or
   rebalance timeout, names and owned partitions all given) or when its assigned partitions changed.
-- Leave: epoch -1 fences (tombstones CurrentMemberAssignment, TargetAssignmentMember, MemberMetadata; new
-  subscription metadata; epoch + 1); epoch -2 (static) only writes the member at epoch -2, keeping its
-  partitions reserved until it rejoins or its session expires.
+- Regex subscriptions (v1 SubscribedTopicRegex; regex.py): a member's effective subscription is its names
+  and the topics its regex resolves to. A regex no member of the group uses yet is compiled
+  (INVALID_REGULAR_EXPRESSION if it does not) and resolved in that heartbeat. The group's regexes are
+  re-resolved against the ``topics`` snapshot (the broker's view of the topics, given to every heartbeat)
+  at most once per REGEX_REFRESH_MS (10 s) after the latest resolution, unless a regex is new, and only
+  when the snapshot's version differs from the one a regex was resolved at: so a topic created or deleted
+  later is picked up by a heartbeat 10 s or more after the last resolution. Each new resolution is a
+  RegularExpression record (type 16: topics, version, timestamp), and one whose topics changed bumps the
+  group epoch; the last member leaving a regex (changing it, leaving, fenced) tombstones its record.
+  Resolved topics are filtered by ``may_describe`` (the member's DESCRIBE ACL; default all allowed).
+- Leave: epoch -1 fences (tombstones CurrentMemberAssignment, TargetAssignmentMember, MemberMetadata, its
+  regex's record if it was the last user; new subscription metadata; epoch + 1); epoch -2 (static) only
+  writes the member at epoch -2, keeping its partitions reserved until it rejoins or its session expires.
 - Divergences: the subscription metadata is recomputed on every heartbeat from the given snapshot (Kafka
   does so on a refresh deadline or flag); an existing member rejoining with epoch 0 is accepted
-  (KAFKA-19233, after 4.0). Regular expressions are stored but not resolved yet: a member subscribed by
-  regex only subscribes to no topic. Classic-protocol members and migration are a later slice.
+  (KAFKA-19233, after 4.0); regexes are resolved in the heartbeat that needs it (Kafka: on a background
+  executor, then a write of its own) and the record's Version is a fingerprint of the topic snapshot
+  (Kafka: the metadata image offset). Classic-protocol members and migration are a later slice.
 """
 
 from __future__ import annotations
@@ -48,6 +60,14 @@ from coordinator.core.consumer_group.model import (
     to_wire,
 )
 from coordinator.core.consumer_group.reconcile import reconcile
+from coordinator.core.consumer_group.regex import (
+    REGEX_REFRESH_MS,
+    TopicFilter,
+    allow_all,
+    compile_regex,
+    resolve,
+    snapshot_version,
+)
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -127,12 +147,15 @@ class ConsumerGroups:
 
     # ------------------------------------------------------------ heartbeat
     def heartbeat(self, request: Mapping[str, Any], version: int, now_ms: int,
-                  topics: Mapping[str, TopicInfo], client_id: str = "", client_host: str = "") -> HeartbeatOutcome:
+                  topics: Mapping[str, TopicInfo], client_id: str = "", client_host: str = "",
+                  may_describe: TopicFilter = allow_all) -> HeartbeatOutcome:
+        """``topics`` is the broker's topic snapshot (name -> TopicInfo; iterable for regexes) and
+        ``may_describe`` whether the member may DESCRIBE a topic (regex resolution only)."""
         try:
             self._validate(request, version)
             if request["member_epoch"] in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(request, topics)
-            return self._heartbeat(request, now_ms, topics, client_id, client_host)
+            return self._heartbeat(request, now_ms, topics, client_id, client_host, may_describe)
         except Reject as e:
             return HeartbeatOutcome(error_response(e.code, e.message))
 
@@ -171,7 +194,7 @@ class ConsumerGroups:
                          f"assignors: {', '.join(self.config.assignors)}.")
 
     def _heartbeat(self, req: Mapping[str, Any], now_ms: int, topics: Mapping[str, TopicInfo],
-                   client_id: str, client_host: str) -> HeartbeatOutcome:
+                   client_id: str, client_host: str, may_describe: TopicFilter) -> HeartbeatOutcome:
         group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req.get("instance_id")
         owned = None if req.get("topic_partitions") is None else from_wire(req["topic_partitions"])
@@ -227,16 +250,26 @@ class ConsumerGroups:
                 member = existing
         old_id = replaced.member_id if replaced is not None else member_id
 
-        # 1. the member's subscription, the subscription metadata, the group epoch
+        # 1. the member's subscription, the group's regexes, the subscription metadata, the group epoch
         updated = _apply_request(member, req, client_id, client_host)
-        bump = group.group_epoch == 0
+        previous = group.members.get(old_id)
+        regex_records, resolved, regexes_changed = self._regexes(group, previous, updated, now_ms, topics,
+                                                                 may_describe)
+        bump = group.group_epoch == 0 or regexes_changed
         if updated.metadata_value() != member.metadata_value():  # always for a new member (its timeout)
             records.append(R.Record(R.MemberMetadataKey(group_id, member_id), updated.metadata_value()))
             bump = bump or not updated.subscription_equals(member)
-        names = Counter(group.subscribed_topic_names)
-        if old_id in group.members:
-            names.subtract(group.members[old_id].subscribed_topic_names)
-        names.update(updated.subscribed_topic_names)
+        records += regex_records
+        if regexes_changed:  # other members' effective subscriptions moved too
+            names: Counter[str] = Counter()
+            for m in group.members.values():
+                if m.member_id != old_id:
+                    names.update(group.effective_names(m, resolved))
+        else:
+            names = Counter(group.subscribed_topic_names)
+            if previous is not None:
+                names.subtract(group.effective_names(previous))
+        names.update(group.effective_names(updated, resolved))
         metadata = _subscription_metadata(+names, topics)
         if metadata != group.subscription_metadata:
             records.append(R.Record(R.PartitionMetadataKey(group_id),
@@ -256,7 +289,8 @@ class ConsumerGroups:
             had = {m for m in members if m in group.targets}
             if old_id in group.targets or replaced is not None:
                 had.add(member_id)
-            targets = self._assign(group, members, current, metadata, replacing={old_id: None, member_id: updated})
+            targets = self._assign(group, members, current, metadata, resolved,
+                                   replacing={old_id: None, member_id: updated})
             for m, target in targets.items():
                 if m not in had or target != current[m]:
                     records.append(R.Record(R.TargetAssignmentMemberKey(group_id, m),
@@ -289,12 +323,50 @@ class ConsumerGroups:
             response["assignment"] = {"topic_partitions": to_wire(reconciled.assigned)}
         return HeartbeatOutcome(response, records, deadlines)
 
+    def _regexes(self, group: ConsumerGroup, previous: Member | None, updated: Member, now_ms: int,
+                 topics: Mapping[str, TopicInfo], may_describe: TopicFilter
+                 ) -> tuple[list[R.Record], dict[str, R.RegexValue], bool]:
+        """The RegularExpression records of this heartbeat (tombstones of regexes no member uses any more,
+        then the new or changed resolutions), the resolutions once they apply, and whether the topics of a
+        regex in use changed (an epoch bump)."""
+        old_regex = previous.subscribed_topic_regex if previous is not None else None
+        new_regex = updated.subscribed_topic_regex
+        if new_regex and new_regex != old_regex and not group.regex_members.get(new_regex):
+            compile_regex(new_regex)  # a regex new to the group: INVALID_REGULAR_EXPRESSION if it does not compile
+        used = Counter(group.regex_members)
+        if old_regex:
+            used[old_regex] -= 1
+        if new_regex:
+            used[new_regex] += 1
+        in_use = sorted(+used)
+        group_id = group.group_id
+        records = [R.Record(R.RegexKey(group_id, r), None) for r in sorted(group.resolved_regexes)
+                   if r not in in_use]
+        resolved = {r: group.resolved_regexes[r] for r in in_use if r in group.resolved_regexes}
+        last = group.last_regex_refresh_ms
+        if not in_use or (len(resolved) == len(in_use) and last is not None and now_ms - last < REGEX_REFRESH_MS):
+            return records, resolved, False
+        version = snapshot_version(topics)
+        changed = False
+        for r in in_use:
+            old = resolved.get(r)
+            if old is not None and old.version == version:
+                continue
+            try:
+                matched = resolve(r, topics, may_describe)
+            except Reject:  # compiled when it was brought: only a different RE2 build could refuse it now
+                matched = ()
+            changed = changed or old is None or old.topics != matched
+            resolved[r] = R.RegexValue(matched, version, now_ms)
+            records.append(R.Record(R.RegexKey(group_id, r), resolved[r]))
+        return records, resolved, changed
+
     def _assign(self, group: ConsumerGroup, members: Mapping[str, Member], current: Mapping[str, Assignment],
-                metadata: Mapping[str, R.TopicMetadata], replacing: Mapping[str, Member | None]
-                ) -> dict[str, Assignment]:
+                metadata: Mapping[str, R.TopicMetadata], resolved: Mapping[str, R.RegexValue],
+                replacing: Mapping[str, Member | None]) -> dict[str, Assignment]:
         name = group.preferred_assignor(self.config.assignors[0], self.config.assignors, replacing)
         partitions = {t.topic_id: t.num_partitions for t in metadata.values()}
-        specs = {m.member_id: MemberSpec(frozenset(metadata[n].topic_id for n in m.subscribed_topic_names
+        specs = {m.member_id: MemberSpec(frozenset(metadata[n].topic_id for n in group.effective_names(m, resolved)
                                                    if n in metadata),
                                          current[m.member_id], m.instance_id) for m in members.values()}
         try:
@@ -333,8 +405,11 @@ class ConsumerGroups:
                response: dict[str, Any] | None) -> HeartbeatOutcome:
         group_id = group.group_id
         records = _removal(group_id, member.member_id)
+        regex = member.subscribed_topic_regex
+        if regex and group.regex_members.get(regex) == 1 and regex in group.resolved_regexes:
+            records.append(R.Record(R.RegexKey(group_id, regex), None))  # its last member left
         names = Counter(group.subscribed_topic_names)
-        names.subtract(member.subscribed_topic_names)
+        names.subtract(group.effective_names(member))
         metadata = _subscription_metadata(+names, topics)
         if metadata != group.subscription_metadata:
             records.append(R.Record(R.PartitionMetadataKey(group_id),
@@ -373,7 +448,8 @@ class ConsumerGroups:
 
     def delete_records(self, group_id: str) -> list[R.Record]:
         """The tombstones that delete a group (Kafka's ConsumerGroup.createGroupTombstoneRecords, in its order:
-        assignments, targets, the target epoch, members, the subscription metadata, the group epoch)."""
+        assignments, targets, the target epoch, members, the resolved regexes, the subscription metadata, the
+        group epoch)."""
         group = self.groups.get(group_id)
         if group is None:
             return []
@@ -383,6 +459,7 @@ class ConsumerGroups:
                 + [R.Record(R.TargetAssignmentMemberKey(group_id, m), None) for m in targets]
                 + [R.Record(R.TargetAssignmentMetadataKey(group_id), None)]
                 + [R.Record(R.MemberMetadataKey(group_id, m), None) for m in members]
+                + [R.Record(R.RegexKey(group_id, r), None) for r in sorted(group.resolved_regexes)]
                 + [R.Record(R.PartitionMetadataKey(group_id), None), R.Record(R.MetadataKey(group_id), None)])
 
     # ------------------------------------------------------------ describe

@@ -1,4 +1,4 @@
-"""The consumer-group records (types 3-8) in ``__consumer_offsets``, byte-exact with Kafka 4.0.
+"""The consumer-group records (types 3-8 and 16) in ``__consumer_offsets``, byte-exact with Kafka 4.0.
 
 Layout (Kafka's group-coordinator JSON, ``ConsumerGroup*Key/Value.json``):
 - Key: int16 record type, then the key fields, NOT flexible (int16-length strings).
@@ -11,7 +11,8 @@ PartitionMetadata[{Partition, Racks[]}]}]} (racks are deprecated: written empty,
 RebalanceTimeoutMs, ServerAssignor?, tag 0: ClassicMemberMetadata?}; 6 TargetAssignmentMetadata
 {AssignmentEpoch}; 7 TargetAssignmentMember {TopicPartitions[{TopicId, Partitions[]}]}; 8
 CurrentMemberAssignment {MemberEpoch, PreviousMemberEpoch, State int8, AssignedPartitions[],
-PartitionsPendingRevocation[]}.
+PartitionsPendingRevocation[]}; 16 ConsumerGroupRegularExpression (key GroupId, RegularExpression) {Topics[]
+(compact strings), Version int64, Timestamp int64} (Kafka 4.0's ConsumerGroupRegularExpressionKey/Value.json).
 Tagged fields are never written; unknown ones are skipped when read (tag 0 of type 5, the classic-protocol
 metadata of migrated members, is part of the migration slice and is skipped too). Topic lists are written
 sorted by topic id and partitions ascending, so equal values give equal bytes. Bad bytes raise RecordError.
@@ -32,6 +33,7 @@ from protocol.errors import ProtocolError
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _B = struct.Struct(">b")
+_Q = struct.Struct(">q")
 VALUE_VERSION = 0
 
 
@@ -116,13 +118,30 @@ class CurrentAssignmentValue:
     pending_revocation: Assignment = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class RegexKey:  # 16
+    group_id: str
+    regular_expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegexValue:
+    """A regex's resolution: the matching topic names (sorted), the topics' version it was resolved at and
+    when (ms)."""
+
+    topics: tuple[str, ...] = ()
+    version: int = 0
+    timestamp: int = 0
+
+
 Key = (MetadataKey | PartitionMetadataKey | MemberMetadataKey | TargetAssignmentMetadataKey
-       | TargetAssignmentMemberKey | CurrentAssignmentKey)
+       | TargetAssignmentMemberKey | CurrentAssignmentKey | RegexKey)
 Value = (MetadataValue | PartitionMetadataValue | MemberMetadataValue | TargetAssignmentMetadataValue
-         | TargetAssignmentMemberValue | CurrentAssignmentValue)
+         | TargetAssignmentMemberValue | CurrentAssignmentValue | RegexValue)
 
 TYPE_OF: dict[type, int] = {MetadataKey: 3, PartitionMetadataKey: 4, MemberMetadataKey: 5,
-                            TargetAssignmentMetadataKey: 6, TargetAssignmentMemberKey: 7, CurrentAssignmentKey: 8}
+                            TargetAssignmentMetadataKey: 6, TargetAssignmentMemberKey: 7, CurrentAssignmentKey: 8,
+                            RegexKey: 16}
 KEY_OF_TYPE = {t: k for k, t in TYPE_OF.items()}
 TWO_PART_KEYS = (MemberMetadataKey, TargetAssignmentMemberKey, CurrentAssignmentKey)
 
@@ -146,6 +165,8 @@ def encode_key(key: Key) -> bytes:
     out = _H.pack(TYPE_OF[type(key)]) + _classic_str(key.group_id)
     if isinstance(key, TWO_PART_KEYS):
         out += _classic_str(key.member_id)
+    elif isinstance(key, RegexKey):
+        out += _classic_str(key.regular_expression)
     return out
 
 
@@ -193,6 +214,11 @@ def encode_value(value: Value | None) -> bytes | None:
         io.write(_I.pack(value.member_epoch) + _I.pack(value.previous_member_epoch) + _B.pack(value.state))
         _w_assignment(io, value.assigned)
         _w_assignment(io, value.pending_revocation)
+    elif isinstance(value, RegexValue):
+        P.write_count(io, len(value.topics), True)
+        for name in value.topics:
+            P.write_string(io, name, True)
+        io.write(_Q.pack(value.version) + _Q.pack(value.timestamp))
     else:
         raise TypeError(f"not a consumer-group record value: {value!r}")
     io.write(b"\x00")  # the value's tagged fields
@@ -238,7 +264,8 @@ def decode_key(data: bytes) -> Key | None:
         if kind is None:
             return None
         group_id = _r_classic_str(io)
-        key = kind(group_id, _r_classic_str(io)) if kind in TWO_PART_KEYS else kind(group_id)
+        two_part = kind in TWO_PART_KEYS or kind is RegexKey
+        key = kind(group_id, _r_classic_str(io)) if two_part else kind(group_id)
     except (ProtocolError, UnicodeDecodeError, struct.error) as e:
         raise RecordError(f"bad consumer-group record key: {e}") from e
     if io.tell() != len(data):
@@ -292,6 +319,9 @@ def _decode_body(key: Key, io: BytesIO) -> Value:
     if isinstance(key, CurrentAssignmentKey):
         epoch, previous, state = _r_int(io, _I), _r_int(io, _I), _r_int(io, _B)
         return CurrentAssignmentValue(epoch, previous, state, _r_assignment(io), _r_assignment(io))
+    if isinstance(key, RegexKey):
+        topics = tuple(_r_str(io, False) or "" for _ in range(P.read_count(io, True, False, 1)))
+        return RegexValue(topics, _r_int(io, _Q), _r_int(io, _Q))
     raise TypeError(f"not a consumer-group record key: {key!r}")
 
 

@@ -169,12 +169,12 @@ def test_subscription_metadata_refreshed_after_group_is_loaded() -> None:
     assert d.group().group_epoch == 2 and r["assignment"] == {"topic_partitions": tps(foo=range(4))}
 
 
-def test_regex_only_member_subscribes_to_nothing_for_now() -> None:
+def test_regex_only_member_subscribes_to_what_its_regex_resolves_to() -> None:  # test_cg_regex.py: the rest
     d = Driver()
     d.topic("foo", 2)
     r = d.send(member_id="a", member_epoch=0, rebalance_timeout_ms=1000, subscribed_topic_regex="foo.*",
                topic_partitions=[])
-    assert r["error_code"] == 0 and r["assignment"] == {"topic_partitions": []}
+    assert r["error_code"] == 0 and r["assignment"] == {"topic_partitions": tps(foo=[0, 1])}
     assert d.member("a").subscribed_topic_regex == "foo.*"
     before = d.group().group_epoch
     d.beat("a", r["member_epoch"], [], subscribed_topic_regex="bar.*")  # a regex change bumps
