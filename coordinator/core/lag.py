@@ -17,6 +17,8 @@ Rules (pure: values in, values out; the runtime's ``lag_sampler`` reads the logs
   ``OTHER`` sum has none): the timestamps come from reading the logs, bounded by ``max_groups``.
 - Per-partition series are produced only when asked (``per_partition``), for the groups with series of
   their own.
+- ``first_timestamp``: the timestamp of the first record at or past an offset in stored batch bytes (what the
+  runtime reads from a log, or fetches from a leader, for lag seconds).
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from coordinator.core.offset_store import OffsetStore
+from protocol.record_batch import CorruptBatchError, split_batches
+from protocol.record_reader import records as batch_records
 
 OTHER = "_other"
+READ_BYTES = 64 * 1024  # read for a committed offset's record: enough for its batch (a larger one comes whole)
 TopicPartition = tuple[str, int]
 Ends = Mapping[TopicPartition, int]
 
@@ -132,3 +137,15 @@ def series(lags: Mapping[str, GroupLag], max_groups: int, now_ms: int,
         for topic, n in lag.topics.items():
             records[(OTHER, topic)] = records.get((OTHER, topic), 0) + n
     return LagSeries(records, seconds, p_records, p_seconds, frozenset(own))
+
+
+def first_timestamp(data: bytes, offset: int) -> int | None:
+    """The timestamp of the first record at or past ``offset`` in stored batch bytes, or None."""
+    try:
+        for batch in split_batches(data)[0]:
+            for rec in batch_records(batch, verify_crc=False)[1]:
+                if rec.offset >= offset:
+                    return rec.timestamp
+    except CorruptBatchError:
+        return None
+    return None
