@@ -192,6 +192,40 @@ def lag_seconds(reader: Any, tp: TopicPartition, committed: int, now_ms: int) ->
     return None
 
 
+def groups_copy(admin: AdminClient, args: argparse.Namespace) -> int:
+    """Copy SRC's committed offsets to DST, which must hold none and have no members (issue #37); a dry run
+    unless --execute, as the other commands that move offsets. Committed as a simple group (generation -1)."""
+    src, dst = args.src, args.dst
+    offsets = admin.list_group_offsets(src)
+    if not offsets:
+        print(f"groupcoord: group {src} has no committed offsets", file=sys.stderr)
+        return 1
+    target = admin.describe_groups([dst])[0]
+    if target.members or admin.list_group_offsets(dst):
+        print(f"groupcoord: group {dst} is not empty (state {target.state}, {len(target.members)} members, "
+              "committed offsets): copy only into a group without offsets and members", file=sys.stderr)
+        return 1
+    table(["TOPIC", "PARTITION", "OFFSET"], [(tp.topic, tp.partition, o.offset) for tp, o in sorted(offsets.items())])
+    if not args.execute:
+        print(f"(dry run: add --execute to commit these offsets for {dst})")
+        return 0
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, o in offsets.items():
+        topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "committed_offset": o.offset,
+                                               "committed_leader_epoch": o.leader_epoch,
+                                               "committed_metadata": o.metadata or ""})
+    body = {"group_id": dst, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "retention_time_ms": -1, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    _, resp = admin.cluster.coordinator_connection(admin.cluster.find_coordinator(dst)).send(OFFSET_COMMIT, body)
+    errors = [(t["name"], p["partition_index"], p["error_code"]) for t in resp["topics"] for p in t["partitions"]
+              if p["error_code"]]
+    for t, p, code in errors:
+        print(f"groupcoord: {t}-{p}: {error_name(code)}", file=sys.stderr)
+    if not errors:
+        print(f"copied {len(offsets)} offsets from {src} to {dst}")
+    return 1 if errors else 0
+
+
 def groups_delete(admin: AdminClient, args: argparse.Namespace) -> int:
     results = admin.delete_groups(args.group)
     table(["GROUP", "RESULT"], [(r.group_id, r.error or "deleted") for r in results])
@@ -368,6 +402,12 @@ def add_parsers(sub: Any) -> None:
     how.add_argument("--shift-by", type=int, metavar="N")
     p.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
     p.set_defaults(run=groups_reset_offsets)
+    p = common(gsub.add_parser("copy", help="copy a group's committed offsets to an empty group (dry run by "
+                                            "default)"))
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("--execute", action="store_true", help="commit the offsets for DST (default: dry run)")
+    p.set_defaults(run=groups_copy)
     p = common(gsub.add_parser("delete-offsets", help="delete a group's committed offsets (KIP-496)"))
     p.add_argument("group", nargs=1)
     p.add_argument("--topic", action="append", required=True)
