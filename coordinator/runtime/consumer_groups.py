@@ -135,6 +135,7 @@ class ConsumerGroupService:
         self.topics = _Topics(broker)
         self.topic_names = _TopicNames(broker)
         self._queues: dict[str, deque[Op]] = {}  # group id -> operations waiting (present: one is running)
+        self._draining: set[str] = set()  # groups whose queue is being run now (on this call stack)
         self._deadlines: dict[tuple[str, str, str], Deadline] = {}
         self._heap: list[tuple[int, int, tuple[str, str, str]]] = []
         self._seq = itertools.count()
@@ -250,23 +251,29 @@ class ConsumerGroupService:
 
     def _drain(self, group_id: str, op: Op | None) -> None:
         queue = self._queues[group_id]
-        while True:
-            if op is None:
-                if not queue:
-                    del self._queues[group_id]
+        self._draining.add(group_id)
+        try:
+            while True:
+                if op is None:
+                    if not queue:
+                        del self._queues[group_id]
+                        return
+                    op = queue.popleft()
+                try:
+                    writing = op()
+                except Exception:
+                    log.exception("consumer group %s: operation failed", group_id)
+                    writing = False
+                if writing:
                     return
-                op = queue.popleft()
-            try:
-                writing = op()
-            except Exception:
-                log.exception("consumer group %s: operation failed", group_id)
-                writing = False
-            if writing:
-                return
-            op = None
+                op = None
+        finally:
+            self._draining.discard(group_id)
 
     def _settled(self, group_id: str) -> None:
-        if group_id in self._queues:
+        # a write settled at once (it failed before it was staged) is settled inside this group's drain, which
+        # goes on by itself: draining again from here would run the queue twice
+        if group_id in self._queues and group_id not in self._draining:
             self._drain(group_id, None)
 
     # ---------------------------------------------------------------- ConsumerGroupDescribe
