@@ -43,9 +43,12 @@ def allow_all(topic: str) -> bool:
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print every bad pattern to stderr
+# a client's pattern must not cost the server much memory: RE2 refuses (a compile error, answered
+# INVALID_REGULAR_EXPRESSION) a pattern whose program needs more than this, and the cache keeps few of them
+_OPTIONS.max_mem = 1 << 20
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=256)
 def _compile(regex: str) -> Any:
     return re2.compile(regex, options=_OPTIONS)
 

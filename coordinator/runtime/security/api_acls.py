@@ -85,11 +85,12 @@ def _cluster(acl: Acl, op: int) -> bool:
     return acl(op, Res.CLUSTER, CLUSTER_RESOURCE_NAME)
 
 
-def _split(items: list[dict[str, Any]], key: str, allowed: Callable[[str], bool]
-           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _split(items: list[Any], key: str | None, allowed: Callable[[str], bool]) -> tuple[list[Any], list[Any]]:
+    """(allowed items, the others) in request order, each checked (and audited) once: linear in the request
+    (``key``: the field naming an item; None: the items are the names)."""
     kept, denied = [], []
     for item in items:
-        (kept if allowed(item[key]) else denied).append(item)
+        (kept if allowed(item if key is None else item[key]) else denied).append(item)
     return kept, denied
 
 
@@ -341,8 +342,7 @@ def _find_coordinator(request: Request, slot: Slot, acl: Acl, ctx: Context) -> b
         return True
     if body.get("key_type", 0) != 0:
         return True
-    kept = [k for k in body["coordinator_keys"] if acl(Op.DESCRIBE, Res.GROUP, k)]
-    denied = [k for k in body["coordinator_keys"] if k not in set(kept)]
+    kept, denied = _split(body["coordinator_keys"], None, lambda k: acl(Op.DESCRIBE, Res.GROUP, k))
     if not denied:
         return True
     denial = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": GROUP_DENIED,
@@ -367,8 +367,7 @@ def _group_read(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
 
 def _describe_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     body = request.body
-    kept = [g for g in body["groups"] if acl(Op.DESCRIBE, Res.GROUP, g)]
-    denied = [g for g in body["groups"] if g not in set(kept)]
+    kept, denied = _split(body["groups"], None, lambda g: acl(Op.DESCRIBE, Res.GROUP, g))
     with_ops = request.version >= 3 and body.get("include_authorized_operations")
     body["groups"] = kept
 
@@ -408,9 +407,7 @@ def _consumer_group_heartbeat(request: Request, slot: Slot, acl: Acl, ctx: Conte
 
 def _consumer_group_describe(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     body = request.body
-    ids = list(body.get("group_ids") or [])
-    kept = [g for g in ids if acl(Op.DESCRIBE, Res.GROUP, g)]
-    denied = [g for g in ids if g not in set(kept)]
+    kept, denied = _split(list(body.get("group_ids") or []), None, lambda g: acl(Op.DESCRIBE, Res.GROUP, g))
     with_ops = body.get("include_authorized_operations")
     body["group_ids"] = kept
 
@@ -445,8 +442,7 @@ def _list_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
 
 def _delete_groups(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     body = request.body
-    kept = [g for g in body["groups_names"] if acl(Op.DELETE, Res.GROUP, g)]
-    denied = [g for g in body["groups_names"] if g not in set(kept)]
+    kept, denied = _split(body["groups_names"], None, lambda g: acl(Op.DELETE, Res.GROUP, g))
     body["groups_names"] = kept
     extra = [{"group_id": g, "error_code": GROUP_DENIED} for g in denied]
     return _answer_or_merge(slot, bool(kept), "results", extra)
