@@ -563,9 +563,22 @@ class Coordinator:
         """Committed offsets in memory, all shards (what offsets.max.committed bounds)."""
         return sum(len(s.offsets) for s in self._env.shards)
 
-    def waiting_groups(self) -> list[Waiting]:
-        """Every group this coordinator serves that waits for members in a rebalance (``waits``)."""
+    def waiting_groups(self, only: Iterable[str] | None = None) -> list[Waiting]:
+        """Every group this coordinator serves that waits for members in a rebalance (``waits``); with ``only``,
+        just those of these groups (no walk over every group)."""
         out = []
+        if only is not None:
+            for group_id in only:
+                shard = self._env.shard_of(group_id)
+                if shard.status is not ShardStatus.ACTIVE:
+                    continue
+                g = shard.groups.get(group_id)
+                w = classic_waiting(g) if g is not None else None
+                cg = shard.consumer.groups.get(group_id)
+                w = w or (consumer_waiting(cg) if cg is not None else None)
+                if w is not None:
+                    out.append(w)
+            return out
         for shard in self._env.shards:
             if shard.status is not ShardStatus.ACTIVE:
                 continue

@@ -3,9 +3,10 @@
 Rules:
 - Every ``CHECK_S`` it asks the core which groups wait for members (``Coordinator.waiting_groups``,
   ``coordinator/core/waits.py``) and counts those waiting longer than ``group.stuck.threshold.ms`` (-1: twice
-  the group's largest rebalance timeout) into ``stuck`` (the ``groupcoord_groups_stuck`` gauge). The scan
-  walks every group, so it runs only when a rebalance started or ended since the last one, or the last one
-  found groups waiting: an idle coordinator of a million groups does not scan at all.
+  the group's largest rebalance timeout) into ``stuck`` (the ``groupcoord_groups_stuck`` gauge). Walking every
+  group happens only when a rebalance started or ended since the last check (a group starts waiting only
+  then); otherwise only the groups that waited at the last check are looked at again: a coordinator of a
+  million groups with one stuck does not walk them all every second.
 - A group that becomes stuck is logged once per wait (group, state, since), at WARNING, naming up to
   ``LOG_MEMBERS`` of the members it waits for with their client id, host and what is missing.
 - Kafka's own timeouts still decide (a member that does not rejoin is removed at the rebalance timeout);
@@ -34,7 +35,7 @@ class StuckGroups:
         self.threshold_ms = config["group.stuck.threshold.ms"]
         self.stuck = 0
         self._events = -1
-        self._waiting = False
+        self._waiting: list[str] = []  # the groups that waited at the last check
         self._logged: set[tuple[str, str, int | None]] = set()
 
     async def run(self) -> None:
@@ -47,11 +48,14 @@ class StuckGroups:
 
     def check(self, now_ms: int) -> list[Waiting]:
         events = self.core.rebalance_events
-        if events == self._events and not self._waiting:
+        if events != self._events:  # a rebalance started or ended: any group may wait now
+            self._events = events
+            waiting = self.core.waiting_groups()
+        elif self._waiting:  # nothing started since: only the groups that waited may still wait
+            waiting = self.core.waiting_groups(self._waiting)
+        else:
             return []
-        self._events = events
-        waiting = self.core.waiting_groups()
-        self._waiting = bool(waiting)
+        self._waiting = [w.group_id for w in waiting]
         stuck = [w for w in waiting if is_stuck(w, now_ms, self.threshold_ms)]
         self.stuck = len(stuck)
         keys = set()
