@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator daemon")
     _add_config_flags(serve)
-    from client import acls_cli, admin_cli, cluster_cli, console_cli, retry_cli  # clients of a running server
+    # clients of a running server:
+    from client import acls_cli, admin_cli, cluster_cli, console_cli, retry_cli, transactions_cli
     from coordinator import audit_cli, users_cli  # read a server's data dir (users: or ask a running one)
 
     admin_cli.add_parsers(sub)
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     users_cli.add_parsers(sub)
     audit_cli.add_parsers(sub)
     acls_cli.add_parsers(sub)
+    transactions_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == "users":
         return users_cli.run(args)
@@ -62,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         return audit_cli.run(args)
     if args.command == "acls":
         return acls_cli.run(args)
+    if args.command == "transactions":
+        return transactions_cli.run(args)
     if args.command in ("groups", "topics", "retry"):
         return admin_cli.run(args)
     if args.command in ("produce", "consume", "cluster"):  # commands that open their own connections

@@ -131,6 +131,15 @@ KEYS: tuple[Key, ...] = (
     Key("group.consumer.assignors", str, "uniform,range", "Server-side assignors of consumer-protocol groups "
         "(uniform, range; the first is the default).", check=_assignors),
     Key("offsets.topic.num.partitions", int, 50, "Offsets partitions groups are sharded onto.", 1),
+    Key("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state transactional ids "
+        "are sharded onto (keep it stable: ids move otherwise).", 1),
+    Key("transaction.max.timeout.ms", int, 900_000, "Largest transaction timeout a producer may ask for.", 1),
+    Key("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10_000, "How often transactions past "
+        "their timeout are aborted.", 1),
+    Key("transactional.id.expiration.ms", int, 604_800_000, "A transactional id without a transaction for this "
+        "long is forgotten.", 1),
+    Key("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000, "How often expired "
+        "transactional ids are removed.", 1),
     Key("offsets.retention.minutes", int, 10080, "Offsets of an empty group expire after this.", 1),
     Key("offsets.retention.check.interval.ms", int, 600_000, "How often expired offsets are removed.", 1),
     Key("offset.metadata.max.bytes", int, 4096, "Largest commit metadata string.", 0),

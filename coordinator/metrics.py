@@ -23,6 +23,10 @@ Rules:
   follower of a partition this node leads is behind its log end). Lag labels are bounded by the
   partitions this node leads times their replicas: topics exist only once created in the cluster, never
   from what a request merely names.
+- Transactions (``transactions.source``, single node): ``groupcoord_transactions_ongoing``,
+  ``groupcoord_transactions_total{result}``, ``groupcoord_transactions_timed_out_total`` and
+  ``groupcoord_partition_lso_lag_records{topic,partition}`` (only partitions with an open transaction: the
+  label set is bounded by the hosted partitions).
 """
 
 from __future__ import annotations
@@ -185,6 +189,35 @@ class _GroupCommitCollector:
         yield c
 
 
+class _TxnCollector:
+    """Transactions (#38), from ``source`` (installed by the transaction service; absent without it): open
+    transactions, decisions by result, timeout aborts, and per partition with an open transaction how many
+    offsets read_committed consumers cannot see yet (high watermark minus LSO)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], tuple[int, int, int, int, list[tuple[str, int, int]]]] | None = None
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        if self.source is None:
+            return
+        ongoing, commits, aborts, timed_out, lags = self.source()
+        yield GaugeMetricFamily("groupcoord_transactions_ongoing", "Transactions begun and not yet decided.",
+                                value=ongoing)
+        c = CounterMetricFamily("groupcoord_transactions", "Transactions decided (prepared), by result.",
+                                labels=["result"])
+        c.add_metric(["commit"], commits)
+        c.add_metric(["abort"], aborts)
+        yield c
+        yield CounterMetricFamily("groupcoord_transactions_timed_out", "Transactions aborted at their timeout.",
+                                  value=timed_out)
+        g = GaugeMetricFamily("groupcoord_partition_lso_lag_records", "Offsets between a partition's high "
+                              "watermark and its last stable offset (partitions with an open transaction).",
+                              labels=["topic", "partition"])
+        for topic, partition, lag in lags:
+            g.add_metric([topic, str(partition)], lag)
+        yield g
+
+
 class _RequestCollector:
     """``groupcoord_requests_total`` and ``groupcoord_request_latency_seconds``, by API."""
 
@@ -262,6 +295,8 @@ class Metrics:
         r.register(self.lag)  # type: ignore[arg-type]
         self.group_commits = _GroupCommitCollector()
         r.register(self.group_commits)  # type: ignore[arg-type]
+        self.transactions = _TxnCollector()
+        r.register(self.transactions)  # type: ignore[arg-type]
         self._http = None
 
     def request_started(self, api_key: int, n: int = 1) -> None:

@@ -14,6 +14,9 @@ Rules:
   increasing (topic id, partition) order (one commit's batch, as a load mostly sees), is gathered and
   handed over as one array (``adopt``); a record out of that order ends the run (it is adopted as far as it
   got, and the rest goes one at a time).
+- Pending transactional offsets (``shard.txn``): a plain commit supersedes them, as ``Shard.put_offset`` does.
+  The fast path tests ``shard.txn.keys`` (empty unless a transaction is open) before it builds a key, so
+  without transactions it costs one truthiness test per record.
 - Everything else goes through ``shard.replay`` itself, which alone decides what a record means and which
   error it raises: tombstones, group metadata records, other value versions or metadata, an ACTIVE shard
   (where a new group id also gets a Group), and every key or value the fast path does not fully recognise.
@@ -40,6 +43,7 @@ def replay_records(shard: Shard, records: Iterable[tuple[bytes, bytes | None]], 
         return
     store = shard.offsets
     put, adopt, groups = store.put_words, store.adopt, store._groups
+    pending_txn, supersede = shard.txn.keys, shard.txn.plain_committed  # the same dict for the whole call
     unpack_value = _V3_EMPTY.unpack
     unpack_partition = _PARTITION.unpack_from
     no_match: tuple[bytes, ...] = ()  # bytes.startswith(()) is always False
@@ -87,6 +91,8 @@ def replay_records(shard: Shard, records: Iterable[tuple[bytes, bytes | None]], 
             _replay_one(shard, key, value, skipped)
             continue
         partition = unpack_partition(key, f)[0]
+        if pending_txn and (group, topic, partition) in pending_txn:
+            supersede((group, topic, partition))
         if adopting:
             if tid < 0:
                 tid = store.topic_id(topic)

@@ -34,6 +34,13 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
   JoinGroup naming a non-empty consumer group answers INCONSISTENT_GROUP_PROTOCOL (Kafka would migrate it:
   a later slice) while one naming an empty consumer group deletes it (its tombstones are written with the
   join's records) and goes on as a classic join.
+- Transactions (txn_offset_commit.py, txn_offsets.py): TxnOffsetCommit's Outcome carries ``producer`` (one
+  transactional batch, one shard, nothing else: ``handle`` fires no due timers into it, the next call or
+  ``on_timers`` does); once durable its offsets are pending for the producer id. ``complete_txn(shard, pid,
+  commit, now_ms)`` once a COMMIT/ABORT marker for the pid is durable in that offsets partition.
+  Loading/following: ``replay_txn_batch(shard, pid, records)`` for a stored transactional batch and
+  ``replay_marker(shard, pid, commit)`` for a control batch, in log order with ``replay``/``replay_many``.
+  DeleteGroups drops a deleted group's pending transactional offsets.
 """
 
 from __future__ import annotations
@@ -78,19 +85,20 @@ from .records import OffsetCommitValue
 from .responses import join_response, offset_commit_response
 from .shard import Shard, ShardStatus
 from .sharding import partition_for
+from .txn_offset_commit import forget_deleted_groups, handle_txn_offset_commit
 from .waits import Waiting, classic_waiting, consumer_waiting
 
 # api key -> (name, lowest version, highest version) served by the core
 SUPPORTED_APIS: dict[int, tuple[str, int, int]] = {
     8: ("OffsetCommit", 2, 9), 9: ("OffsetFetch", 1, 9), 11: ("JoinGroup", 0, 9), 12: ("Heartbeat", 0, 4),
     13: ("LeaveGroup", 0, 5), 14: ("SyncGroup", 0, 5), 15: ("DescribeGroups", 0, 6),
-    16: ("ListGroups", 0, 5), 42: ("DeleteGroups", 0, 2), 47: ("OffsetDelete", 0, 0),
+    16: ("ListGroups", 0, 5), 28: ("TxnOffsetCommit", 0, 4), 42: ("DeleteGroups", 0, 2), 47: ("OffsetDelete", 0, 0),
 }
 
 _HANDLERS = {
     8: handle_offset_commit, 9: handle_offset_fetch, 11: handle_join, 12: handle_heartbeat, 13: handle_leave,
-    14: handle_sync, 15: handle_describe_groups, 16: handle_list_groups, 42: handle_delete_groups,
-    47: handle_offset_delete,
+    14: handle_sync, 15: handle_describe_groups, 16: handle_list_groups, 28: handle_txn_offset_commit,
+    42: handle_delete_groups, 47: handle_offset_delete,
 }
 
 
@@ -219,6 +227,7 @@ class _PendingWrite:
     completions: list[tuple[object, dict]]
     done: list
     fail: list
+    producer: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -287,7 +296,9 @@ class Coordinator:
             _route(self._env, fx, api_key, version, request, token, client_id, client_host, handler)
         else:
             handler(self._env, fx, version, request, token, client_id, client_host)
-        if self._may_be_due(now_ms):
+            if api_key == 42:
+                forget_deleted_groups(self._env, request.get("groups_names") or ())
+        if fx.producer is None and self._may_be_due(now_ms):  # a transactional batch holds nothing else
             self._fire_due(fx)
         return self._finish(fx)
 
@@ -409,8 +420,10 @@ class Coordinator:
             return Outcome([], fx.completions, None)
         write_id = self._next_write
         self._next_write += 1
-        self._writes[write_id] = _PendingWrite(fx.records, fx.completions, fx.done_hooks, fx.fail_hooks)
-        return Outcome(fx.records, fx.completions, write_id)
+        producer = fx.producer
+        assert producer is None or len({r[0] for r in fx.records}) == 1, "a transactional batch spans one shard"
+        self._writes[write_id] = _PendingWrite(fx.records, fx.completions, fx.done_hooks, fx.fail_hooks, producer)
+        return Outcome(fx.records, fx.completions, write_id, producer)
 
     def on_appended(self, write_id: int, now_ms: int = 0) -> Outcome:
         """The write is durable: replay it, run its done hooks; their answers come back as an Outcome
@@ -418,10 +431,17 @@ class Coordinator:
         self._epoch += 1
         write = self._writes.pop(write_id)
         shards = self._env.shards
-        for shard_id, key, value in write.records:
-            shard = shards[shard_id]
-            if shard.status is ShardStatus.ACTIVE:
-                shard.replay(key, value)
+        if write.producer is not None:  # a TxnOffsetCommit: pending for its producer id until the marker
+            pid = write.producer[0]
+            for shard_id, key, value in write.records:
+                shard = shards[shard_id]
+                if shard.status is ShardStatus.ACTIVE:
+                    shard.replay_txn(pid, key, value)
+        else:
+            for shard_id, key, value in write.records:
+                shard = shards[shard_id]
+                if shard.status is ShardStatus.ACTIVE:
+                    shard.replay(key, value)
         fx = Effects(now_ms)
         for hook in write.done:
             hook(fx)
@@ -469,6 +489,38 @@ class Coordinator:
         cannot be decoded (ValueError) is reported to ``skipped`` and the rest still apply. Same result as
         ``replay`` one by one, in a faster loop (``bulk_replay``)."""
         replay_records(self._env.shards[shard_id], records, skipped)
+
+    def replay_txn_batch(self, shard_id: int, producer_id: int, records: Iterable[tuple[bytes, bytes | None]],
+                         skipped: Callable[[bytes, ValueError], None] | None = None) -> None:
+        """A stored transactional batch of ``producer_id`` (loading or following): its offset commits become
+        pending for that producer; a record that cannot be decoded goes to ``skipped`` (raised without it)."""
+        shard = self._env.shards[shard_id]
+        for key, value in records:
+            try:
+                shard.replay_txn(producer_id, key, value)
+            except ValueError as e:
+                if skipped is None:
+                    raise
+                skipped(key, e)
+
+    def replay_marker(self, shard_id: int, producer_id: int, commit: bool) -> None:
+        """A stored COMMIT/ABORT marker of ``producer_id`` (loading or following), in log order."""
+        self._env.shards[shard_id].complete_txn(producer_id, commit)
+
+    def complete_txn(self, shard_id: int, producer_id: int, commit: bool, now_ms: int) -> Outcome:
+        """A COMMIT/ABORT marker of ``producer_id`` is durable in offsets partition ``shard_id``: COMMIT installs
+        the producer's pending offsets there (each unless a later commit of that partition won), ABORT drops
+        them; either way the producer id is forgotten in that shard. A shard not ACTIVE is left alone (its
+        load or follower replay reads the marker from the log)."""
+        self._epoch += 1
+        shard = self._env.shards[shard_id]
+        if shard.status is ShardStatus.ACTIVE:
+            shard.complete_txn(producer_id, commit)
+        return self._finish(Effects(now_ms))
+
+    def pending_txn_producers(self, shard_id: int) -> set[int]:
+        """The producer ids with pending transactional offsets in this shard (each awaits its marker)."""
+        return self._env.shards[shard_id].txn.producers()
 
     def finish_loading(self, shard_id: int, now_ms: int) -> Outcome:
         self._epoch += 1

@@ -14,7 +14,8 @@ common shape) without request dicts or hooks: it returns the partition's error o
 ``commit_settled`` makes visible (durable) or drops (failed).
 Fetch: offsets are returned whatever the group state; unknown partitions/groups give offset -1, epoch
 -1, metadata ""; topics None means all committed; require_stable + a pending commit ->
-UNSTABLE_OFFSET_COMMIT for that partition.
+UNSTABLE_OFFSET_COMMIT for that partition (a commit in flight, or a transactional offset of any producer
+awaiting its marker: ``Shard.has_pending_commit``).
 Retention (every offsets.retention.check.interval.ms): a KIP-848 consumer group (``shard.consumer``) never
 expires the offsets of a topic one of its members subscribes to, and the others at their commit time plus
 offsets.retention.minutes (Kafka 4's ConsumerGroup.isSubscribedToTopic and its commit-time expiration
@@ -23,7 +24,8 @@ with a protocol type that is Empty expires
 all offsets once it has been Empty for offsets.retention.minutes; a Stable "consumer" group expires
 offsets of topics no member subscribes to, by commit time; a simple group (no protocol type) expires by
 commit time; an explicit v2-4 retention time sets a per-offset expire timestamp (clamped to int64: a
-retention too far to represent never expires).
+retention too far to represent never expires). Pending transactional offsets (``shard.txn``) are never
+expired, nor is the offset of a partition that has one, nor a group that has any (Kafka's hasOffsets).
 Bound (offsets.max.committed, ours; ``_Room``): a partition the group has no offset for is refused with
 POLICY_VIOLATION (others in the request commit) once all shards hold the bound's entries; a group that has
 offsets may go 10% past it. Replacing an existing offset is never refused.
@@ -159,7 +161,8 @@ def _drop_bare(shard: Shard, group_id: str) -> None:
     (Empty, never a generation, no members, no offsets) goes again, so refused commits cost no memory."""
     group = shard.groups.get(group_id)
     if (group is not None and group.state is EMPTY and group.generation == 0 and not group.members
-            and not group.pending_members and group.protocol_type is None and not shard.offsets.has_group(group_id)):
+            and not group.pending_members and group.protocol_type is None and not shard.offsets.has_group(group_id)
+            and not shard.txn.has_group(group_id)):
         del shard.groups[group_id]
 
 
@@ -321,7 +324,8 @@ def expire_offsets(env: Env, fx: Effects, shard: Shard) -> None:
             for tp in _expired(shard, group, store.group_items(group_id), now, retention):
                 store.delete(group_id, tp[0], tp[1])
                 fx.write(shard.shard_id, encode_offset_key(group_id, tp[0], tp[1]), None)
-        if group.state is EMPTY and not store.has_group(group_id) and not group.pending_members:
+        if group.state is EMPTY and not store.has_group(group_id) and not group.pending_members \
+                and not shard.txn.has_group(group_id):
             group.transition(DEAD, now)
             del shard.groups[group_id]
             if group.generation > 0:

@@ -15,6 +15,11 @@ Rules:
   are Empty with no protocol type), so listing, describing and deleting see them.
 - ``pending_commits`` counts offset commits written but not yet durable per (group, topic, partition);
   retention never expires a partition with a pending commit (Kafka's pendingOffsetCommits).
+- ``txn`` holds the pending transactional offsets (``txn_offsets.TxnOffsets``): ``replay_txn`` puts a
+  transactional batch's records there (by producer id), ``complete_txn`` applies a COMMIT/ABORT marker. A plain
+  offset commit (``replay`` or ``put_offset``) supersedes the pending entries of its partition, a plain
+  tombstone drops them. ``has_pending_commit`` counts them too (require_stable, retention), and a group with
+  pending transactional offsets gets a Group object like one with committed offsets.
 - ``consumer`` holds the shard's KIP-848 consumer groups (``consumer_group.ConsumerGroups``). Their records
   (types 3-8 and 16) always apply, at load and after each durable write (the consumer-group core never changes
   itself: its records are its only way to change state). A record that breaks the groups' invariants
@@ -42,6 +47,7 @@ from .records import (
     decode_offset_key,
     decode_offset_value,
 )
+from .txn_offsets import TxnOffsets
 
 TopicPartition = tuple[str, int]
 
@@ -58,7 +64,7 @@ REPLAYING = frozenset((ShardStatus.LOADING, ShardStatus.FOLLOWING))  # group met
 
 
 class Shard:
-    __slots__ = ("consumer", "groups", "offsets", "pending_commits", "shard_id", "status")
+    __slots__ = ("consumer", "groups", "offsets", "pending_commits", "shard_id", "status", "txn")
 
     def __init__(self, shard_id: int, consumer: ConsumerGroupConfig | None = None) -> None:
         self.shard_id = shard_id
@@ -66,6 +72,7 @@ class Shard:
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         self.pending_commits: Counter[tuple[str, str, int]] = Counter()
+        self.txn = TxnOffsets()
         self.consumer = ConsumerGroups(consumer)
 
     def reset(self, status: ShardStatus) -> None:
@@ -73,6 +80,7 @@ class Shard:
         self.groups = {}
         self.offsets = OffsetStore()
         self.pending_commits = Counter()
+        self.txn = TxnOffsets()
         self.consumer = ConsumerGroups(self.consumer.config, new_member_id=self.consumer.new_member_id,
                                        assignors=self.consumer.assignors)
 
@@ -84,14 +92,41 @@ class Shard:
         group, tp = offset_key
         if value is None:
             self.offsets.delete(group, tp[0], tp[1])
+            if self.txn.keys:
+                self.txn.plain_deleted((group, tp[0], tp[1]))
             return
         self.put_offset(group, tp, decode_offset_value(value))  # decoded first: a bad value changes nothing
 
     def put_offset(self, group: str, tp: TopicPartition, committed: OffsetCommitValue) -> None:
         """What replaying an offset commit record does, given its decoded value."""
         self.offsets.put(group, tp[0], tp[1], committed)
+        if self.txn.keys:
+            self.txn.plain_committed((group, tp[0], tp[1]))
         if self.status is _ACTIVE and group not in self.groups:
             self.groups[group] = Group(group)
+
+    def replay_txn(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        """A record of ``producer_id``'s transactional batch: an offset commit goes to the pending offsets (a
+        tombstone leaves them); any other record replays as usual (Kafka's load reads them alike)."""
+        offset_key = decode_offset_key(key)
+        if offset_key is None:
+            self.replay(key, value)
+            return
+        group, tp = offset_key
+        if value is None:
+            self.txn.remove(producer_id, (group, tp[0], tp[1]))
+            return
+        self.txn.add(producer_id, (group, tp[0], tp[1]), decode_offset_value(value))
+        if self.status is _ACTIVE and group not in self.groups:
+            self.groups[group] = Group(group)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """The COMMIT/ABORT marker of ``producer_id`` (see txn_offsets for which offsets a COMMIT installs)."""
+        store = self.offsets
+        for (group, topic, partition), value in self.txn.complete(producer_id, commit):
+            store.put(group, topic, partition, value)
+            if self.status is _ACTIVE and group not in self.groups:
+                self.groups[group] = Group(group)
 
     def _replay_other(self, key: bytes, value: bytes | None) -> None:
         if len(key) >= 2 and key[0] == 0 and (3 <= key[1] <= 8 or key[1] == 16):  # a consumer-group record
@@ -113,10 +148,15 @@ class Shard:
         for group_id in self.offsets.groups():
             if group_id not in self.groups:
                 self.groups[group_id] = Group(group_id)
+        for group_id in self.txn.groups():
+            if group_id not in self.groups:
+                self.groups[group_id] = Group(group_id)
         self.status = ShardStatus.ACTIVE
 
     def has_pending_commit(self, group_id: str, topic: str, partition: int) -> bool:
-        return self.pending_commits.get((group_id, topic, partition), 0) > 0
+        """A commit written but not durable yet, or a transactional offset awaiting its marker."""
+        key = (group_id, topic, partition)
+        return self.pending_commits.get(key, 0) > 0 or key in self.txn.keys
 
 
 def group_from_record(group_id: str, v: GroupMetadataValue) -> Group:

@@ -47,12 +47,14 @@ from coordinator.runtime.security.users import UserStore
 from coordinator.runtime.stuck_groups import StuckGroups
 from coordinator.runtime.topic_cleaner import user_compaction_loop
 from coordinator.runtime.topics import TopicService, topic_id, user_topic_log_config, valid_topic_name
+from coordinator.runtime.transactions import TXN_LOG_CONFIG, TXN_TOPIC, TransactionService
 from coordinator.storage.compaction import compact
 from coordinator.storage.errors import StorageError
 from coordinator.storage.fsync_process import FsyncProcess
 from coordinator.storage.journal import Journal
 from coordinator.storage.keyed_store import KeyedStore
 from coordinator.storage.manager import LogManager
+from coordinator.storage.producer_ids import ProducerIds
 from coordinator.storage_errors import StartupError
 from protocol.codec import Request
 from protocol.errors import ErrorCode, ProtocolError
@@ -125,6 +127,7 @@ class Broker:
         self.consumer_groups: ConsumerGroupService | None = None  # KIP-848 (group.coordinator.rebalance.protocols)
         self.commit: GroupCommit | None = None
         self.topic_service: TopicService | None = None
+        self.transactions: TransactionService | None = None  # single node: the transaction coordinator (#38)
         self.cluster_topics: ClusterTopics | None = None  # cluster mode: the user topics' cluster half
         self.cluster: ClusterMember | None = None  # cluster mode (zookeeper.connect set), else None
         self.replication: Replication | None = None  # cluster mode: replication.py
@@ -146,7 +149,8 @@ class Broker:
             raise StartupError(f"TLS: {e}") from None
 
         def open_storage() -> tuple[LogManager, Journal | None, KeyedStore, AuditLog]:
-            logs = LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG})
+            logs = LogManager(self.config["data.dir"], user_topics, topic_configs={OFFSETS_TOPIC: OFFSETS_LOG_CONFIG,
+                                                                                   TXN_TOPIC: TXN_LOG_CONFIG})
             security: KeyedStore | None = None
             audit: AuditLog | None = None
             try:
@@ -209,9 +213,29 @@ class Broker:
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
                               22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})
+        if self.cluster is None:  # transactions (#38): single node only so far
+            self._serve_transactions(ts)
+        else:  # TxnOffsetCommit is the group core's, but a cluster does not serve transactions yet
+            self.handlers.pop(28, None)
         cs = ConfigService(self, ts)
         self.handlers.update({32: cs.handle_describe_configs, 33: cs.handle_alter_configs,
                               44: cs.handle_incremental_alter_configs})
+
+    def _serve_transactions(self, ts: TopicService) -> None:
+        """The transaction coordinator and its APIs; the transactional InitProducerId replaces the topic
+        service's idempotent-only one."""
+        assert self.groups is not None
+        try:
+            pids = ProducerIds(self.config["data.dir"])
+        except StorageError as e:
+            raise StartupError(str(e)) from None
+        self.transactions = txn = TransactionService(self, self.logs, self.commit, self.groups, ts, pids)
+        ts.verify_txn = self.groups.verify_txn = txn.verify
+        self.metrics.transactions.source = txn.metrics
+        self.handlers.update({22: txn.handle_init_producer_id, 24: txn.handle_add_partitions,
+                              25: txn.handle_add_offsets, 26: txn.handle_end_txn, 27: txn.handle_write_txn_markers,
+                              61: ts.txn.handle_describe_producers,
+                              65: txn.handle_describe_transactions, 66: txn.handle_list_transactions})
 
     async def _follow_zookeeper_security(self) -> None:
         """Cluster mode: the users and ACLs are ZooKeeper's, read before serving and kept up to date."""
@@ -335,6 +359,8 @@ class Broker:
                 background.start_soon(self.cluster.run, [(s.name, *self.endpoints[s.name]) for s in self.listener_specs],
                                       {s.name: s.protocol for s in self.listener_specs})
             background.start_soon(self.groups.timer_loop)
+            if self.transactions is not None:
+                background.start_soon(self.transactions.run, background)
             lag = LagSampler(self.groups.core, self.topic_service, self.config)  # issue #37's lag gauges
             self.metrics.lag.source = lambda: lag.latest
             self.metrics.group_commits.max_groups = self.config["metrics.lag.max.groups"]
@@ -376,14 +402,15 @@ class Broker:
             await trio.to_thread.run_sync(checkpoint_all)
 
     async def _compaction_loop(self, interval_s: float = 60.0) -> None:
-        """Compact the offsets partitions' closed segments (latest record per key; old tombstones go)."""
+        """Compact the offsets and transaction state partitions' closed segments (latest record per key; old
+        tombstones go)."""
         assert self.logs is not None
         logs = self.logs
         while True:
             await trio.sleep(interval_s)
             for topic, part in logs.partitions():
                 plog = logs.get(topic, part)
-                if topic != OFFSETS_TOPIC or plog is None or plog.offline:
+                if topic not in (OFFSETS_TOPIC, TXN_TOPIC) or plog is None or plog.offline:
                     continue
                 try:
                     await trio.to_thread.run_sync(compact, plog, int(time.time() * 1000))

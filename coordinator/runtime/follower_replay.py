@@ -10,6 +10,8 @@ Rules:
   order, on the trio thread). Batches that start where the replay stands are decoded with the load's
   decoder (``decode_batch_key_values``, CRC checked) and replayed at once, within ``INLINE_BYTES`` per
   ``INLINE_WINDOW_S``; a corrupt batch or an undecodable record is logged and skipped, never fatal.
+  Transactional batches and COMMIT/ABORT markers replay in log order with the plain records, as at load
+  (``offsets_reader``'s events and ``replay_steps``): pending offsets per producer, completed by the marker.
   Anything else (over the budget, a gap, a catch-up running for that shard) marks the shard ``behind`` and
   wakes the leadership loop, which reads the missing records from the log in a worker thread and replays
   them in chunks of ``REPLAY_CHUNK`` records between trio checkpoints (``catch_up``): the trio thread never
@@ -46,9 +48,17 @@ import trio
 import trio.lowlevel
 
 from coordinator.core.shard import ShardStatus
-from coordinator.runtime.offsets_reader import REPLAY_CHUNK, log_skipped_record, read_offsets_from
+from coordinator.runtime.offsets_reader import (
+    OffsetRecords,
+    TxnBatch,
+    TxnMarker,
+    log_skipped_record,
+    read_offsets_from,
+    replay_steps,
+)
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
+from protocol.control_batch import parse_marker
 from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header
 
 if TYPE_CHECKING:
@@ -105,7 +115,7 @@ class FollowerReplay:
         if shard in self.behind or not self._within_budget(sum(len(b) for b in batches)):
             self._fall_behind(shard)
             return
-        pairs: list[tuple[bytes, bytes | None]] = []
+        pairs = OffsetRecords()
         started = False
         for batch in batches:
             try:
@@ -120,15 +130,27 @@ class FollowerReplay:
                 return
             started = True
             try:
-                _, kvs = decode_batch_key_values(batch, min_offset=nxt)
+                if header.is_control:
+                    marker = parse_marker(batch) if header.base_offset >= nxt else None
+                    if marker is not None:
+                        pairs.txn.append((len(pairs), TxnMarker(header.producer_id, marker.commit)))
+                    kvs = []
+                else:
+                    _, kvs = decode_batch_key_values(batch, min_offset=nxt)
             except CorruptBatchError as e:
                 self._problems.error("offsets partition %d: batch at offsets %d-%d skipped: %s", shard,
                                      header.base_offset, header.last_offset, e)
                 kvs = []
-            pairs += [kv for kv in kvs if kv[0] is not None]  # type: ignore[misc]
+            kept = [kv for kv in kvs if kv[0] is not None]
+            if header.is_transactional and not header.is_control:
+                if kept:
+                    pairs.txn.append((len(pairs), TxnBatch(header.producer_id, kept)))  # type: ignore[arg-type]
+            else:
+                pairs += kept
             nxt = header.next_offset
-        if pairs:
-            self.core.replay_many(shard, pairs, partial(log_skipped_record, shard))
+        if pairs or pairs.txn:
+            for _ in replay_steps(self.core, shard, pairs, partial(log_skipped_record, shard), len(pairs) + 1):
+                pass
             self.inline_records += len(pairs)
         self.replayed[shard] = nxt
 
@@ -226,8 +248,7 @@ class FollowerReplay:
                     return False
                 for problem in problems:
                     log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
-                for i in range(0, len(records), REPLAY_CHUNK):
-                    self.core.replay_many(shard, records[i:i + REPLAY_CHUNK], skipped)
+                for _ in replay_steps(self.core, shard, records, skipped):  # transactional events in log order
                     await trio.lowlevel.checkpoint()
                     if self._generation.get(shard, 0) != gen:
                         return False

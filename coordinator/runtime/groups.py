@@ -28,6 +28,18 @@ Rules:
 - OffsetDelete's partitions are checked against the hosted topics here (``unknown_partitions``).
 - FindCoordinator is answered here: a single node coordinates every group (key type 0); transaction
   coordinators (key type 1) are not offered (COORDINATOR_NOT_AVAILABLE).
+- Transactions: a TxnOffsetCommit's Outcome (``Outcome.producer``) is appended at once as ONE transactional
+  batch (the producer's id and epoch, base sequence 0, as Kafka's storeOffsets) with ``GroupCommit.append``,
+  and answered (and replayed into the core's pending offsets) once ``when_durable`` covers it.
+  ``write_marker`` appends a COMMIT/ABORT control batch to an offsets partition the same way and, once
+  durable, applies it to the core (``complete_txn``) before calling back. Cluster mode serves neither for
+  now: TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE on every partition and ``write_marker`` calls back
+  with that error (no replicated transactional writes yet). TxnOffsetCommit's partitions of topics this node
+  does not host answer UNKNOWN_TOPIC_OR_PARTITION (``unknown_partitions``, Kafka's metadata check). KIP-890
+  part 1: with ``verify_txn`` set (the transaction coordinator's local check: is the group's offsets partition
+  in the producer's ongoing transaction), a refusal answers every partition with its error before the core
+  sees the request (TRANSACTION_ABORTABLE only to v4+, INVALID_TXN_STATE below, as Kafka's
+  transactionSupportedOperation).
 - Cluster mode (``broker.cluster`` set): offsets writes are answered once replicated (``use_replication``;
   a write the replicas did not take in time answers COORDINATOR_NOT_AVAILABLE, a lost leadership
   NOT_COORDINATOR); no ``load_all``; ``follow_leadership`` gets the offsets partitions
@@ -59,16 +71,20 @@ from coordinator.core.errors import Err
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.core.shard import ShardStatus
+from coordinator.core.txn_offset_commit import refuse_all
 from coordinator.runtime.follower_replay import FollowerReplay
-from coordinator.runtime.offsets_reader import REPLAY_CHUNK as _REPLAY_CHUNK
 from coordinator.runtime.offsets_reader import log_skipped_record as _log_skipped_record
-from coordinator.runtime.offsets_reader import read_offsets_partition  # noqa: F401 (re-exported)
+from coordinator.runtime.offsets_reader import (
+    read_offsets_partition,  # noqa: F401 (re-exported)
+    replay_steps,
+)
 from coordinator.runtime.parallel_load import DecodedPartitions
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
 from protocol.codec import Request
+from protocol.control_batch import build_marker_batch
 from protocol.errors import ErrorCode
 from protocol.hotpath import (
     MEMO_ENTRIES,
@@ -78,6 +94,7 @@ from protocol.hotpath import (
     heartbeat_answer_parts,
     offset_commit_answer,
 )
+from protocol.record_batch import build_batch
 
 if TYPE_CHECKING:
     from coordinator.runtime.dispatch import ClientConnection, Slot
@@ -95,6 +112,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None,
                                retention_bytes=None, verify_crc_on_append=False)
 OFFSET_DELETE = 47
+TXN_OFFSET_COMMIT = 28
 _PARKING_APIS = frozenset((11, 14))  # JoinGroup and SyncGroup wait in their member for the rebalance
 
 
@@ -126,6 +144,18 @@ def consumer_group_config(cfg: Any) -> ConsumerGroupConfig:
 
 
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this server"
+
+
+class MarkerRefused(Exception):
+    """``write_marker`` could not append: ``error_code`` is the Kafka error for the marker's sender."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class _Unavailable(StorageError):
+    commit_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 class _CommitSettled:
@@ -229,6 +259,8 @@ class GroupService:
         self._roles = 0  # cluster mode: bumped whenever the led or followed set changes
         self._unavailable: set[int] = set()  # led shards whose load failed (tried again when roles change)
         self._stage = commit.stage  # cluster mode: answered once replicated (``use_replication``)
+        # KIP-890 part 1 for TxnOffsetCommit: (txn id, pid, epoch, topic, partition) -> error code (0: in the txn)
+        self.verify_txn: Callable[[str, int, int, str, int], int] | None = None
         self._leadership_changed = trio.Event()
         self._replication: Replication | None = None
         # cluster mode: followed shards replayed as their logs grow (wired to replication in use_replication)
@@ -290,8 +322,7 @@ class GroupService:
                 for problem in problems:
                     log.error("offsets partition %d (%s): %s", shard, plog.directory, problem)
                 skipped = partial(_log_skipped_record, shard)
-                for chunk in range(0, len(records), _REPLAY_CHUNK):
-                    self.core.replay_many(shard, records[chunk:chunk + _REPLAY_CHUNK], skipped)
+                for _ in replay_steps(self.core, shard, records, skipped):  # transactional events in log order
                     await trio.lowlevel.checkpoint()
                 self._finish_loading(shard)
                 total += len(records)
@@ -326,6 +357,15 @@ class GroupService:
         self.commit.poll_answers()  # read-your-writes: a client may have seen an answer the child wrote
         if request.api_key in _PARKING_APIS:  # only these can be parked in a member (connection_closed)
             self._by_conn[slot.conn].add(slot)
+        if request.api_key == TXN_OFFSET_COMMIT:
+            if self.broker.cluster is not None:  # no replicated transactional writes yet (see the rules)
+                slot.complete(refuse_all(request.body, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                return
+            refused = self._txn_refused(request)
+            if refused:
+                slot.complete(refuse_all(request.body, refused))
+                return
+            request = Request(request.header, self._with_unknown_partitions(request.body))
         if request.api_key == OFFSET_DELETE:
             request = Request(request.header, self._with_unknown_partitions(request.body))
         outcome = self.core.handle(request.api_key, request.version, request.body, slot, now_ms(),
@@ -333,6 +373,22 @@ class GroupService:
         if self.core.offsets_refused != self._refused_seen:
             self._log_refusals()
         self.apply(outcome)
+
+    def _txn_refused(self, request: Request) -> int:
+        """KIP-890 part 1 for a TxnOffsetCommit (see the rules): 0, or the error for every partition. Only for a
+        group this node serves now (otherwise the core answers the group's status error)."""
+        body = request.body
+        group_id = body.get("group_id")
+        if self.verify_txn is None or not group_id:
+            return 0
+        shard = self.core.shard_for(group_id)
+        if self.core.shard_status(shard) is not ShardStatus.ACTIVE:
+            return 0
+        error = self.verify_txn(body.get("transactional_id") or "", body["producer_id"], body["producer_epoch"],
+                                OFFSETS_TOPIC, shard)
+        if error == ErrorCode.TRANSACTION_ABORTABLE and request.version < 4:
+            return ErrorCode.INVALID_TXN_STATE
+        return error
 
     def _log_refusals(self) -> None:
         """offsets.max.committed refused commits: one WARNING per 10 s at most (the counter metric has each)."""
@@ -410,7 +466,9 @@ class GroupService:
     def handle_find_coordinator(self, request: Request, slot: Slot) -> None:
         """Kafka's handler: v0-3 carry one key and a top-level error_message ("NONE" on success, as Kafka's
         ``Errors.NONE.message()``); v4+ carry per-key answers whose error_message Kafka leaves null. Key type
-        1 (transaction) is refused at once, never with a retriable error that clients would retry forever."""
+        1 (transaction) names this node when it serves transactions (a single node: transactions.py); else it
+        is refused at once, never with a retriable error that clients would retry forever (so are other key
+        types)."""
         body, v = request.body, request.version
         me = self.broker.broker_entry(slot.conn.listener)
         node = {"node_id": me["node_id"], "host": me["host"], "port": me["port"]}
@@ -419,13 +477,14 @@ class GroupService:
         if self.broker.cluster is not None:
             self._find_coordinator_in_cluster(body, v, refused, slot)
             return
+        served = (0, 1) if getattr(self.broker, "transactions", None) is not None else (0,)
         if v >= 4:
-            coords = [{"key": key, **refused} if body["key_type"] != 0 else
+            coords = [{"key": key, **refused} if body["key_type"] not in served else
                       {"key": key, **node, "error_code": 0, "error_message": None}
                       for key in body["coordinator_keys"]]
             slot.complete({"throttle_time_ms": 0, "coordinators": coords})
             return
-        if body.get("key_type", 0) != 0:
+        if body.get("key_type", 0) not in served:
             slot.complete({"throttle_time_ms": 0, **refused})
             return
         slot.complete({"throttle_time_ms": 0, "error_code": 0, "error_message": "NONE", **node})
@@ -574,6 +633,9 @@ class GroupService:
         if not outcome.records:
             self._release(outcome.completions)
             return
+        if outcome.producer is not None:
+            self._append_transactional(outcome)
+            return
         per_shard: dict[int, list[tuple[bytes, bytes | None]]] = defaultdict(list)
         for shard, key, value in outcome.records:
             per_shard[shard].append((key, value))
@@ -615,6 +677,72 @@ class GroupService:
                 done(e)
                 continue
             self._stage(plog, items, done)
+
+    def _append_transactional(self, outcome: Outcome) -> None:
+        """A TxnOffsetCommit's records as one transactional batch, answered once durable (see the rules)."""
+        write_id = outcome.write_id
+        assert write_id is not None and outcome.producer is not None
+        shard = outcome.records[0][0]
+        producer_id, producer_epoch = outcome.producer
+
+        def done(err: Exception | None) -> None:
+            if err is not None:
+                self.write_failures.error("transactional offsets write %s failed: %s", write_id, err)
+                error = getattr(err, "commit_error", ErrorCode.NOT_COORDINATOR)
+                self.apply(self.core.on_append_failed(write_id, now_ms(), error))
+                return
+            after = self.core.on_appended(write_id, now_ms())
+            self._release(outcome.completions)
+            if after.records or after.completions:
+                self.apply(after)
+
+        if self.broker.cluster is not None:
+            done(_Unavailable("transactional offsets are not replicated yet"))
+            return
+        now = now_ms()
+        try:
+            plog = self.offsets_log(shard)
+            batch = build_batch([(key, value, (), now) for _, key, value in outcome.records],
+                                producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+                                transactional=True)
+            info = self.commit.append(plog, [batch])
+        except (StorageError, OSError, ValueError) as e:
+            done(e)
+            return
+        self.commit.when_durable(plog, info.last_offset, done)
+
+    def write_marker(self, shard: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                     callback: Callable[[Exception | None], None]) -> None:
+        """Append the COMMIT/ABORT marker of ``producer_id`` to offsets partition ``shard``; once durable, apply
+        it to the core (its pending offsets there are installed or dropped) and call ``callback(None)``. On
+        failure ``callback(error)`` and no state changes. A shard not served here (loading, not owned) or cluster
+        mode calls back at once with a ``MarkerRefused`` carrying the error code (nothing appended)."""
+        status = self.core.shard_status(shard)
+        if self.broker.cluster is not None or status is not ShardStatus.ACTIVE:
+            code = (ErrorCode.COORDINATOR_NOT_AVAILABLE if self.broker.cluster is not None
+                    else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if status is ShardStatus.LOADING
+                    else ErrorCode.NOT_COORDINATOR)
+            callback(MarkerRefused(code, f"offsets partition {shard} cannot take a marker now ({status.value})"))
+            return
+        try:
+            plog = self.offsets_log(shard)
+            batch = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
+            info = self.commit.append(plog, [batch])
+        except (StorageError, OSError, ValueError) as e:
+            self.write_failures.error("transaction marker for producer %d in offsets partition %d failed: %s",
+                                      producer_id, shard, e)
+            callback(e)
+            return
+
+        def done(err: Exception | None) -> None:
+            if err is None:
+                self.apply(self.core.complete_txn(shard, producer_id, commit, now_ms()))
+            else:
+                self.write_failures.error("transaction marker for producer %d in offsets partition %d failed: %s",
+                                          producer_id, shard, err)
+            callback(err)
+
+        self.commit.when_durable(plog, info.last_offset, done)
 
     def _release(self, completions: list[tuple[object, dict]]) -> None:
         by_conn = self._by_conn

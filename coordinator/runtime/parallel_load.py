@@ -10,6 +10,8 @@ Rules:
   caller holds, so memory is a few partitions' bytes and records, never the whole log.
 - Used only when the offsets partitions hold at least ``offsets.load.worker.min.bytes`` (ours; the caller
   decides): for small logs the process start (~0.2 s) costs more than it saves.
+- The records handed out are ``offsets_reader.OffsetRecords``: their transactional events (``txn``) come along
+  (pickled with the list from the decoding process), so the caller replays them in log order (``replay_steps``).
 - Never fatal: a worker that cannot start, dies, or fails on a partition is logged once (WARNING) and that
   partition and every later one are decoded here, in a thread, as without it. A partition whose reading
   fails yields its StorageError/OSError for the caller to report (the load goes on with the next one).

@@ -56,6 +56,7 @@ from coordinator.core import topic_configs as tc
 from coordinator.runtime import internal_topics, zero_copy
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.runtime.topic_ids import TopicIds, stamp_fetch
+from coordinator.runtime.txn_partitions import TxnPartitions, Verify, check_transactional, read_committed_view
 from coordinator.storage.errors import LogOfflineError, OffsetOutOfRangeError, StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from coordinator.storage.manager import LogManager
@@ -196,6 +197,9 @@ class TopicService:
         self.retention_bound: Callable[[str, int], int | None] = lambda _topic, _partition: None
         self.topic_ids = TopicIds(self._known_names, topic_id)  # Fetch v13+ (topic_ids.py)
         self.offsets_tail = internal_topics.TailWatcher(self._offsets_high_watermarks, self._wake_fetchers)
+        self.txn = TxnPartitions(self)  # transactions at the partitions (txn_partitions.py)
+        # the transaction coordinator's KIP-890 check (transactions.py); None: transactions are not served
+        self.verify_txn: Verify | None = None
 
     def _known_names(self) -> list[str]:
         cluster = self.broker.cluster
@@ -445,6 +449,7 @@ class TopicService:
 
     # ---------------------------------------------------------------- InitProducerId
     def handle_init_producer_id(self, req: Request, slot: Slot) -> None:
+        """Cluster mode only (transactions.py serves it on a single node): idempotent producers."""
         if req.body.get("transactional_id"):
             slot.complete({"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
             return
@@ -499,14 +504,16 @@ class TopicService:
                 else:
                     checked.append((res, plog, outcome, records, rules))
             responses.append({"name": name, "partition_responses": parts_out})
-        if req.body.get("transactional_id") is not None or any(c[2].transactional for c in checked):
+        txn_id = req.body.get("transactional_id")
+        if any(c[2].transactional for c in checked) and (txn_id is None or self.verify_txn is None):
             for r in (r for t in responses for r in t["partition_responses"]):  # Kafka: the whole request
                 r.update(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                         error_message="transactions are not supported by this server")
+                         error_message="transactional records need a transactional id" if txn_id is None
+                         else "transactions are not supported by this server")
             checked = []
         pending: list[tuple[PartitionLog, int]] = []
         for res, plog, outcome, records, rules in checked:
-            last = self._append(plog, outcome, records, rules, now_ms, res)
+            last = self._append(plog, outcome, records, rules, now_ms, res, txn_id, version)
             if last is not None:
                 pending.append((plog, last))
         body = {"responses": responses, "throttle_time_ms": 0}
@@ -531,11 +538,18 @@ class TopicService:
         self._refusal_log.warning("refused a produced batch for %s-%d: %s", topic, partition, refusal.message)
 
     def _append(self, plog: PartitionLog, checked: Checked, records: memoryview, rules: Rules, now_ms: int,
-                res: dict[str, Any]) -> int | None:
+                res: dict[str, Any], txn_id: str | None = None, version: int = 0) -> int | None:
         """Append one checked batch (or find it already appended); the last offset to wait for, or None."""
         header = checked.header
         states = self._producer_states(plog) if header.producer_id >= 0 else None
         if states is not None:
+            if header.is_transactional:  # KIP-890: the first batch of a transaction here is verified
+                topic, _, part = plog.name.rpartition("-")
+                refused = check_transactional(states, header, self.verify_txn, txn_id, topic, int(part), version)
+                if refused is not None:
+                    res.update(error_code=refused, error_message=f"producer {header.producer_id} epoch "
+                               f"{header.producer_epoch}: {ErrorCode(refused).name}")
+                    return None
             seen = states.check(header)
             if isinstance(seen, Duplicate):
                 res.update(base_offset=seen.base_offset, log_start_offset=plog.log_start_offset)
@@ -569,8 +583,15 @@ class TopicService:
         producer states are rebuilt from its tail on next use."""
         self._producers.pop(plog, None)
 
+    def producer_states(self, plog: PartitionLog) -> ProducerStates:
+        return self._producer_states(plog)
+
+    def producer_states_known(self) -> list[tuple[PartitionLog, ProducerStates]]:
+        """The partitions whose producer states are built (a copy: the metrics thread reads it)."""
+        return list(self._producers.items())
+
     def _producer_states(self, plog: PartitionLog) -> ProducerStates:
-        """The partition's producer states, rebuilt from the batch headers of its log's tail on first use."""
+        """The partition's producer states, rebuilt from the batch headers of its log on first use."""
         states = self._producers.get(plog)
         if states is None:
             states = self._producers[plog] = ProducerStates()
@@ -607,6 +628,8 @@ class TopicService:
     def _wake_fetchers(self) -> None:
         self.hw_advanced.set()
         self.hw_advanced = trio.Event()
+
+    wake_fetchers = _wake_fetchers
 
     # ---------------------------------------------------------------- Fetch
     def handle_fetch(self, req: Request, slot: Slot) -> None:
@@ -656,6 +679,7 @@ class TopicService:
         least ``zero_copy.MIN_RANGE`` bytes are file ranges (the caller sends or releases them)."""
         body = req.body
         budget = body.get("max_bytes", 0x7FFFFFFF)
+        committed = body.get("isolation_level", 0) == 1
         total = 0
         any_error = False
         out = []
@@ -682,12 +706,25 @@ class TopicService:
                     res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                     any_error = True
                     continue
-                if offset >= hw or (budget <= 0 and total > 0):
+                upper = hw
+                if self.verify_txn is not None and name != internal_topics.OFFSETS_TOPIC:  # txn_partitions.py
+                    try:
+                        if committed:
+                            upper, res["aborted_transactions"] = read_committed_view(
+                                self._producer_states(plog), hw, offset)
+                        else:
+                            upper = hw
+                        res["last_stable_offset"] = self.txn.lso(plog, hw)
+                    except (StorageError, OSError):
+                        res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+                        any_error = True
+                        continue
+                if offset >= upper or (budget <= 0 and total > 0):
                     continue
                 limit = min(p["partition_max_bytes"], max(budget, 1))
                 try:  # hw: a journaled log's passes its recovery point
-                    data = plog.read_range(offset, limit, upper_bound=hw, min_range=zero_copy.MIN_RANGE) \
-                        if ranges else plog.read(offset, limit, upper_bound=hw)
+                    data = plog.read_range(offset, limit, upper_bound=upper, min_range=zero_copy.MIN_RANGE) \
+                        if ranges else plog.read(offset, limit, upper_bound=upper)
                 except OffsetOutOfRangeError:
                     res["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                     any_error = True
@@ -707,6 +744,7 @@ class TopicService:
     # ---------------------------------------------------------------- ListOffsets
     def handle_list_offsets(self, req: Request, slot: Slot) -> None:
         out = []
+        committed = req.version >= 2 and req.body.get("isolation_level", 0) == 1 and self.verify_txn is not None
         for t in req.body["topics"]:
             parts = []
             for p in t["partitions"]:
@@ -731,9 +769,11 @@ class TopicService:
                     continue
                 if ts == -2:
                     res["offset"] = plog.log_start_offset
-                elif ts == -1:  # cluster mode: the replicated high watermark
+                elif ts == -1:  # cluster mode: the replicated high watermark; read_committed: the LSO
                     res["offset"] = plog.high_watermark if self.cluster is None else \
                         self.cluster.high_watermark(t["name"], p["partition_index"])
+                    if committed:
+                        res["offset"] = self.txn.lso(plog, res["offset"])
                 elif ts == -3:
                     found = internal_topics.offset_of_max_timestamp(plog, self._replicated_hw(t["name"], p))
                     if found is not None:
@@ -745,7 +785,10 @@ class TopicService:
                 elif ts < 0:
                     res["offset"] = plog.high_watermark  # other negative timestamps: the latest offset
                 else:
-                    found = internal_topics.offset_for_timestamp(plog, ts, self._replicated_hw(t["name"], p))
+                    upper = self._replicated_hw(t["name"], p)
+                    if committed:  # Kafka: only offsets below the LSO
+                        upper = self.txn.lso(plog, plog.high_watermark if upper is None else upper)
+                    found = internal_topics.offset_for_timestamp(plog, ts, upper)
                     if found is not None:
                         res["offset"], res["timestamp"] = found
             out.append({"name": t["name"], "partitions": parts})

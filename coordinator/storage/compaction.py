@@ -5,6 +5,10 @@ Rules:
   of the same key are dropped from closed segments; the active segment is never rewritten.
 - A tombstone (null value) that is the latest for its key is dropped once its timestamp is older than
   `delete.retention.ms` before `now_ms`. Records without a key are kept.
+- Transactions (until the cleaner learns Kafka's LSO and aborted-transaction rules): control batches and
+  transactional batches are kept verbatim and never count as a key's latest record (an aborted one must not
+  make an older committed record go), and a tombstone for a key that a transactional record holds is kept
+  (dropping it would let that record come back at replay).
 - Control batches and batches whose codec we cannot decode are kept verbatim; a batch whose records are
   all kept is copied verbatim; a partially kept batch is rebuilt with the same offsets, timestamps and
   producer fields; an emptied batch disappears.
@@ -55,11 +59,11 @@ def compact(plog: PartitionLog, now_ms: int) -> CompactionResult:
         snapshot = plog._segment_sizes()
         if len(snapshot) < 2:
             return CompactionResult(0, 0, 0, 0)
-        latest = _latest_offsets(plog, snapshot)
+        latest, txn_keys = _latest_offsets(plog, snapshot)
         tombstone_horizon = now_ms - plog.config.delete_retention_ms
         rewritten = removed = before = after = 0
         for seg, size in snapshot[:-1]:
-            out, dropped = _cleaned_segment(plog, seg, size, latest, tombstone_horizon)
+            out, dropped = _cleaned_segment(plog, seg, size, latest, tombstone_horizon, txn_keys)
             if not dropped:
                 continue
             try:
@@ -100,21 +104,27 @@ def _decode(batch: memoryview) -> tuple[BatchHeader, list[Record]] | None:
     return header, records
 
 
-def _latest_offsets(plog: PartitionLog, snapshot: list[tuple[Segment, int]]) -> dict[bytes, int]:
+def _latest_offsets(plog: PartitionLog, snapshot: list[tuple[Segment, int]]) -> tuple[dict[bytes, int], set[bytes]]:
+    """The offset of each key's latest non-transactional record, and the keys transactional records hold."""
     latest: dict[bytes, int] = {}
+    txn_keys: set[bytes] = set()
     for seg, size in snapshot:
         for batch in _iter_batches(plog, seg, size):
             decoded = _decode(batch)
             if decoded is None:
                 continue
+            if decoded[0].is_transactional:
+                txn_keys.update(r.key for r in decoded[1] if r.key is not None)
+                continue
             for rec in decoded[1]:
                 if rec.key is not None:
                     latest[rec.key] = rec.offset
-    return latest
+    return latest, txn_keys
 
 
 def _cleaned_segment(
-    plog: PartitionLog, seg: Segment, size: int, latest: dict[bytes, int], tombstone_horizon: int
+    plog: PartitionLog, seg: Segment, size: int, latest: dict[bytes, int], tombstone_horizon: int,
+    txn_keys: set[bytes] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[bytes, int]:
     """The segment's bytes after compaction and the number of records dropped."""
     out = bytearray()
@@ -125,7 +135,10 @@ def _cleaned_segment(
             out += batch
             continue
         header, records = decoded
-        kept = [r for r in records if _keep(r, latest, tombstone_horizon)]
+        if header.is_transactional:
+            out += batch
+            continue
+        kept = [r for r in records if _keep(r, latest, tombstone_horizon) or (r.value is None and r.key in txn_keys)]
         dropped += len(records) - len(kept)
         if len(kept) == len(records):
             out += batch

@@ -1,9 +1,9 @@
 """InitProducerId (22): an (idempotent or transactional) producer obtains its producer id and epoch.
 
-Rules: we serve v0-5 (flexible from v2; v5, Kafka 3.9's last, only admits TRANSACTION_ABORTABLE, which we never
-answer); kafka-python's idempotent producer needs it. ``producer_id`` and
-``producer_epoch`` in the request (v3+, default -1) let a producer bump its epoch. The v6 two-phase-commit
-fields lie outside our range and are not declared.
+Rules: we serve v0-5 (flexible from v2). A null ``transactional_id`` is an idempotent producer; a transactional
+id goes to the transaction coordinator, which never answers TRANSACTION_ABORTABLE (v5 only admits it; TV2 is
+not served). ``producer_id`` and ``producer_epoch`` in the request (v3+, default -1) let a producer bump its
+epoch. The v6 two-phase-commit fields lie outside our range and are not declared.
 """
 
 from protocol.schema import ApiSchema, f

@@ -126,7 +126,7 @@ SERVED = [(key, v) for key, schema in sorted(ALL.items())
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     s = ServerProcess(tmp_path_factory.mktemp("extremes") / "data", "--group-initial-rebalance-delay-ms", "0",
-                      "--group-min-session-timeout-ms", "1000", "--num-partitions", "1").start()
+                      "--group-min-session-timeout-ms", "1000", "--num-partitions", "1").start().wait_loaded()
     try:
         yield s
     finally:

@@ -24,6 +24,11 @@ Rules:
   CreatePartitions Alter/Topic; DeleteGroups Delete/Group; OffsetDelete Delete/Group then Read/Topic;
   DescribeAcls Describe/Cluster, CreateAcls/DeleteAcls Alter/Cluster; Describe/AlterUserScramCredentials
   Describe/Alter on Cluster. ApiVersions, SaslHandshake and SaslAuthenticate need nothing.
+  Transactions: a TransactionalId needs Write for InitProducerId, Produce (with a transactional id),
+  AddPartitionsToTxn (then Write per topic: 29, the rest OPERATION_NOT_ATTEMPTED), AddOffsetsToTxn (then Read
+  on the group), EndTxn and TxnOffsetCommit (then Read on the group, Read per topic); Describe for
+  FindCoordinator key type 1, DescribeTransactions (per id) and ListTransactions (silent filter); all 53.
+  DescribeProducers Read/Topic; WriteTxnMarkers ClusterAction/Cluster (31 per partition).
   Kafka 4.0 (KafkaApis): ConsumerGroupHeartbeat Read/Group (30), then Describe on every subscribed topic
   name (29 when one is denied); ConsumerGroupDescribe Describe on each Group (per group 30).
 """
@@ -47,6 +52,7 @@ Acl = Callable[..., bool]  # (operation, resource type, name, quiet=False) -> al
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = (ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                               ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # DescribeConfigs resource types
 
 
@@ -129,8 +135,14 @@ def _merge_into(slot: Slot, field: str, extra: list[dict[str, Any]]) -> None:
 # ---------------------------------------------------------------------------------------------- produce
 def _produce(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     body = request.body
-    if body.get("transactional_id") is not None:
-        return True  # the handler refuses transactions (53) itself
+    txn_id = body.get("transactional_id")
+    if txn_id is not None and not acl(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        slot.complete({"throttle_time_ms": 0, "responses": [
+            {"name": t["name"], "partition_responses": [
+                {"index": p["index"], "error_code": TXN_DENIED, "base_offset": -1, "log_append_time_ms": -1,
+                 "log_start_offset": -1, "record_errors": [], "error_message": None} for p in t["partition_data"]]}
+            for t in body["topic_data"]]})
+        return False
     kept, denied = _split(body["topic_data"], "name", lambda t: acl(Op.WRITE, Res.TOPIC, t))
     body["topic_data"] = kept
     _merge_into(slot, "responses", [
@@ -334,19 +346,22 @@ def _offset_fetch(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
 
 def _find_coordinator(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
     body, v = request.body, request.version
+    key_type = body.get("key_type", 0)
+    if key_type not in (0, 1):
+        return True
+    res, code, message = ((Res.GROUP, GROUP_DENIED, "Group authorization failed.") if key_type == 0 else
+                          (Res.TRANSACTIONAL_ID, TXN_DENIED, "Transactional Id authorization failed."))
     if v < 4:
-        if body.get("key_type", 0) == 0 and not acl(Op.DESCRIBE, Res.GROUP, body["key"]):
-            slot.complete({"throttle_time_ms": 0, "error_code": GROUP_DENIED,
-                           "error_message": "Group authorization failed.", "node_id": -1, "host": "", "port": -1})
+        if not acl(Op.DESCRIBE, res, body["key"]):
+            slot.complete({"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": -1,
+                           "host": "", "port": -1})
             return False
         return True
-    if body.get("key_type", 0) != 0:
-        return True
-    kept, denied = _split(body["coordinator_keys"], None, lambda k: acl(Op.DESCRIBE, Res.GROUP, k))
+    kept, denied = _split(body["coordinator_keys"], None, lambda k: acl(Op.DESCRIBE, res, k))
     if not denied:
         return True
-    denial = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": GROUP_DENIED,
-               "error_message": "Group authorization failed."} for k in denied]
+    denial = [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code, "error_message": message}
+              for k in denied]
     if not kept:
         slot.complete({"throttle_time_ms": 0, "coordinators": denial})
         return False
@@ -524,9 +539,14 @@ def _configs(op: int, field: str) -> Rule:
 
 
 def _init_producer_id(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
-    """An idempotent producer: IdempotentWrite on the cluster, or Write on some topic (KIP-679)."""
-    if request.body.get("transactional_id") is not None:
-        return True  # refused as unsupported by the handler (53)
+    """A transactional producer: Write on its TransactionalId (53); an idempotent one: IdempotentWrite on the
+    cluster, or Write on some topic (KIP-679)."""
+    txn_id = request.body.get("transactional_id")
+    if txn_id is not None:
+        if acl(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+            return True
+        slot.complete({"throttle_time_ms": 0, "error_code": TXN_DENIED, "producer_id": -1, "producer_epoch": -1})
+        return False
     if _cluster(acl, Op.IDEMPOTENT_WRITE) or ctx.any_allowed(Op.WRITE, Res.TOPIC):
         return True
     slot.complete({"throttle_time_ms": 0, "error_code": CLUSTER_DENIED, "producer_id": -1, "producer_epoch": -1})
@@ -563,7 +583,108 @@ def _scram_alter_denied(request: Request) -> dict[str, Any]:
                                                for u in users]}
 
 
+# ---------------------------------------------------------------------------------------------- transactions
+def _add_partitions_to_txn(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    """v0-3: Write on the TransactionalId (every partition 53); then Write on each topic: a denied one gets 29
+    and every other partition OPERATION_NOT_ATTEMPTED (internal topics are the handler's: never authorized)."""
+    body = request.body
+    topics = body["v3_and_below_topics"] or []
+
+    def answer(error_of: Callable[[str], int]) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t["name"], "results_by_partition": [
+                {"partition_index": p, "partition_error_code": error_of(t["name"])} for p in t["partitions"] or ()]}
+            for t in topics]}
+
+    if not acl(Op.WRITE, Res.TRANSACTIONAL_ID, body["v3_and_below_transactional_id"]):
+        slot.complete(answer(lambda _t: TXN_DENIED))
+        return False
+    _, denied = _split([t for t in topics if not t["name"].startswith("__")], "name",
+                       lambda t: acl(Op.WRITE, Res.TOPIC, t))
+    if not denied:
+        return True
+    names = {t["name"] for t in denied}
+    slot.complete(answer(lambda t: TOPIC_DENIED if t in names else
+                         (TOPIC_DENIED if t.startswith("__") else ErrorCode.OPERATION_NOT_ATTEMPTED)))
+    return False
+
+
+def _txn_write(field: str = "transactional_id") -> Rule:
+    """EndTxn: Write on the TransactionalId, else the top-level 53."""
+    def rule(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+        if acl(Op.WRITE, Res.TRANSACTIONAL_ID, request.body[field]):
+            return True
+        slot.complete({"throttle_time_ms": 0, "error_code": TXN_DENIED})
+        return False
+    return rule
+
+
+def _add_offsets_to_txn(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    if not acl(Op.WRITE, Res.TRANSACTIONAL_ID, body["transactional_id"]):
+        slot.complete({"throttle_time_ms": 0, "error_code": TXN_DENIED})
+        return False
+    if not acl(Op.READ, Res.GROUP, body["group_id"]):
+        slot.complete({"throttle_time_ms": 0, "error_code": GROUP_DENIED})
+        return False
+    return True
+
+
+def _txn_offset_commit(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    """Write on the TransactionalId (53), Read on the group (30), both for every partition; then Read per
+    topic (29 for its partitions)."""
+    body = request.body
+    error = (TXN_DENIED if not acl(Op.WRITE, Res.TRANSACTIONAL_ID, body["transactional_id"]) else
+             GROUP_DENIED if not acl(Op.READ, Res.GROUP, body["group_id"]) else 0)
+    if error:
+        slot.complete({"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": error}
+                                               for p in t["partitions"]]} for t in body["topics"] or []]})
+        return False
+    _read_topics_or_merge(body, slot, acl)
+    return True
+
+
+def _describe_producers(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    kept, denied = _split(body["topics"] or [], "name", lambda t: acl(Op.READ, Res.TOPIC, t))
+    body["topics"] = kept
+    _merge_into(slot, "topics", [
+        {"name": t["name"], "partitions": [{"partition_index": p, "error_code": TOPIC_DENIED, "error_message": None,
+                                            "active_producers": []} for p in t["partition_indexes"]]}
+        for t in denied])
+    return True
+
+
+def _describe_transactions(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    body = request.body
+    kept, denied = _split(body["transactional_ids"] or [], None, lambda t: acl(Op.DESCRIBE, Res.TRANSACTIONAL_ID, t))
+    body["transactional_ids"] = kept
+    _merge_into(slot, "transaction_states", [
+        {"error_code": TXN_DENIED, "transactional_id": t, "transaction_state": "", "transaction_timeout_ms": 0,
+         "transaction_start_time_ms": -1, "producer_id": -1, "producer_epoch": -1, "topics": []} for t in denied])
+    return True
+
+
+def _list_transactions(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
+    """Every transaction the principal may Describe (silently filtered, as Kafka's handler does)."""
+    def merge(body: dict[str, Any]) -> dict[str, Any]:
+        body["transaction_states"] = [s for s in body.get("transaction_states") or []
+                                      if acl(Op.DESCRIBE, Res.TRANSACTIONAL_ID, s["transactional_id"], quiet=True)]
+        return body
+
+    slot.merge = merge
+    return True
+
+
 RULES: dict[int, Rule] = {
+    24: _add_partitions_to_txn, 25: _add_offsets_to_txn, 26: _txn_write(), 28: _txn_offset_commit,
+    27: _cluster_op(Op.CLUSTER_ACTION, lambda r: {"markers": [
+        {"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p, "error_code": CLUSTER_DENIED}
+                                               for p in t["partition_indexes"]]} for t in m["topics"]]}
+        for m in r.body["markers"]]}),
+    61: _describe_producers, 65: _describe_transactions, 66: _list_transactions,
     0: _produce, 1: _fetch, 2: _list_offsets, 3: _metadata, 8: _offset_commit, 9: _offset_fetch,
     10: _find_coordinator, 11: _group_read, 12: _group_read, 13: _group_read, 14: _group_read,
     15: _describe_groups, 16: _list_groups, 19: _create_topics, 20: _delete_topics, 22: _init_producer_id,

@@ -1,0 +1,432 @@
+"""Serving transactions on one node: the transaction coordinator core, ``__transaction_state``, markers, timers.
+
+Rules:
+- The core (``coordinator/core/transactions``) decides; this module does its IO. Every record the core asks
+  for is appended to ``__transaction_state-<partition>`` through group commit (journaled, one fsync per
+  round with the offsets commits) and only then reported back (``write_done``): a reply that depends on a
+  write is released by the core's answer to that report, never before the fsync.
+- Markers: after PrepareCommit/PrepareAbort is durable the core hands over a ``MarkerTask``. Each of its
+  partitions gets one COMMIT/ABORT control batch: ``__consumer_offsets-N`` through the group service
+  (``GroupService.write_marker``: the pending transactional offsets become committed or go), user partitions
+  through the topic service (``TopicService.write_marker``: producer state, LSO, aborted index). Once every
+  one is durable the core writes CompleteCommit/CompleteAbort (``markers_done``). A partition whose topic is
+  gone counts as done (Kafka skips deleted topics); INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED
+  means a newer decision superseded this one (done); any other failure (a storage error) is retried every
+  ``MARKER_RETRY_S`` until it succeeds, as Kafka's marker channel retries.
+- Startup: every partition is loaded (records replayed, last value wins) before ``loaded`` is set; until then
+  the core answers COORDINATOR_LOAD_IN_PROGRESS. ``finish_loading`` re-drives the markers of every
+  transaction that was prepared but not completed; ongoing ones keep their start time and time out.
+- Producer ids come from ``storage.producer_ids.ProducerIds`` (durable blocks): idempotent producers
+  (InitProducerId without a transactional id) and transactional ones share it.
+- Timers: one task sleeps until the core's next deadline (timeouts abort, ids expire) and ticks it.
+- The coordinator epoch is 0 on a single node (it is the partition's leader epoch in Kafka; we do not serve
+  transactions in cluster mode yet: there FindCoordinator key type 1 stays refused).
+- Requests: AddPartitionsToTxn checks every partition first (internal topic -> TOPIC_AUTHORIZATION_FAILED, as
+  Kafka's filter never authorizes internal topics; missing -> UNKNOWN_TOPIC_OR_PARTITION) and if one fails
+  the others answer OPERATION_NOT_ATTEMPTED without reaching the core, which writes every other answer (with
+  the error codes each request version understands).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from coordinator.core.sharding import partition_for
+from coordinator.core.transactions import PidAllocationError, TxnConfig, TxnCoordinator
+from coordinator.runtime.internal_topics import OFFSETS_TOPIC
+from coordinator.storage.errors import StorageError
+from coordinator.storage.log import LogConfig, PartitionLog
+from protocol.errors import ErrorCode
+from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
+
+if TYPE_CHECKING:
+    from coordinator.runtime.dispatch import Slot
+    from coordinator.runtime.group_commit import GroupCommit
+    from coordinator.runtime.groups import GroupService
+    from coordinator.runtime.services import ServerContext
+    from coordinator.runtime.topics import TopicService
+    from coordinator.storage.manager import LogManager
+    from protocol.codec import Request
+
+log = logging.getLogger("groupcoord.transactions")
+
+TXN_TOPIC = "__transaction_state"
+TXN_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None, retention_bytes=None,
+                           verify_crc_on_append=False)
+MARKER_RETRY_S = 1.0
+_READ_CHUNK = 1 << 20
+_DONE_MARKER_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
+                                 ErrorCode.TRANSACTION_COORDINATOR_FENCED))
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def txn_config(cfg: Any) -> TxnConfig:
+    return TxnConfig(max_timeout_ms=cfg["transaction.max.timeout.ms"],
+                     abort_timed_out_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                     id_expiration_ms=cfg["transactional.id.expiration.ms"],
+                     remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
+
+
+def read_partition(plog: PartitionLog, problems: list[str]) -> list[tuple[bytes, bytes | None]]:
+    """Every keyed (key, value) of a ``__transaction_state`` partition below its high watermark, in order. A
+    batch that fails its CRC is skipped (the log is last-write-wins per key); unreadable framing ends the
+    read. Each is one line in ``problems``; never fatal (runs in a worker thread)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    offset, end = plog.log_start_offset, plog.high_watermark
+    while offset < end:
+        data = plog.read(offset, _READ_CHUNK, upper_bound=end)
+        if not data:
+            break
+        try:
+            batches, _ = split_batches(data)
+        except CorruptBatchError as e:
+            problems.append(f"unreadable framing at offset {offset} ({e}); later records ignored")
+            break
+        before = offset
+        for batch in batches:
+            try:
+                header = parse_header(batch)
+            except CorruptBatchError as e:
+                problems.append(f"unreadable batch header after offset {offset} ({e}); later records ignored")
+                return out
+            try:
+                _, pairs = decode_batch_key_values(batch, min_offset=offset)
+            except CorruptBatchError as e:
+                problems.append(f"batch at offsets {header.base_offset}-{header.last_offset} skipped: {e}")
+                pairs = []
+            out += [kv for kv in pairs if kv[0] is not None]
+            offset = max(offset, header.next_offset)
+        if offset == before:
+            problems.append(f"no progress reading at offset {offset}; later records ignored")
+            break
+    return out
+
+
+class _Marking:
+    """One MarkerTask in flight: the partitions still without their durable marker."""
+
+    __slots__ = ("left", "task")
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+        self.left: set[tuple[str, int]] = set(task.partitions)
+
+
+class TransactionService:
+    def __init__(self, broker: ServerContext, logs: LogManager, commit: GroupCommit, groups: GroupService,
+                 topics: TopicService, allocate_producer_id: Callable[[], int]) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.logs = logs
+        self.commit = commit
+        self.groups = groups
+        self.topics = topics
+        self.allocate_producer_id = allocate_producer_id
+        self.partitions = self.config["transaction.state.log.num.partitions"]
+        self.core = TxnCoordinator(txn_config(self.config), num_partitions=self.partitions,
+                                   allocate_producer_id=self._allocate)
+        self._logs: dict[int, PartitionLog] = {}
+        self._timer_changed = trio.Event()
+        self._armed: int | None = None
+        self._marking: dict[str, _Marking] = {}  # transactional id -> its markers in flight
+        self.loaded = trio.Event()
+        self.nursery: trio.Nursery | None = None
+        self.commits = self.aborts = 0  # transactions decided (metrics)
+
+    def _allocate(self) -> int:
+        """A producer id for the core; a failed reservation answers COORDINATOR_NOT_AVAILABLE."""
+        try:
+            return self.allocate_producer_id()
+        except StorageError as e:
+            log.error("%s", e)
+            raise PidAllocationError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
+
+    # ---------------------------------------------------------------- storage
+    def txn_log(self, partition: int) -> PartitionLog:
+        plog = self._logs.get(partition)
+        if plog is None:
+            plog = self.logs.get(TXN_TOPIC, partition)
+            if plog is None:
+                plog = self.logs.create(TXN_TOPIC, partition, TXN_LOG_CONFIG)
+            self._logs[partition] = plog
+        return plog
+
+    async def load_all(self) -> None:
+        """Replay every partition (records in a worker thread), then serve it."""
+        t0 = time.perf_counter()
+        total = 0
+        for p in range(self.partitions):
+            self.core.begin_loading(p, 0)
+        for p in range(self.partitions):
+            problems: list[str] = []
+            try:
+                plog = self.txn_log(p)
+                records = await trio.to_thread.run_sync(read_partition, plog, problems)
+            except (StorageError, OSError) as e:
+                log.error("transaction state partition %d could not be read: %s; it stays unavailable", p, e)
+                continue
+            for problem in problems:
+                log.error("transaction state partition %d: %s", p, problem)
+            for key, value in records:
+                try:
+                    self.core.replay(p, key, value)
+                except ValueError as e:
+                    log.error("transaction state partition %d: skipping undecodable record (key %s): %s",
+                              p, key[:64].hex(), e)
+            total += len(records)
+            self.apply(self.core.finish_loading(p, now_ms()))
+            await trio.lowlevel.checkpoint()
+        log.info("loaded %d transaction state partitions (%d records) in %.2f s", self.partitions, total,
+                 time.perf_counter() - t0)
+        self.loaded.set()
+
+    # ---------------------------------------------------------------- outcomes
+    def apply(self, outcome: Any) -> None:
+        bound = self.core.next_deadline()
+        if bound is not None and (self._armed is None or bound < self._armed):
+            self._timer_changed.set()
+        for token, body in outcome.replies:
+            self._reply(token, body)
+        for write in outcome.writes:
+            self._write(write)
+        for task in outcome.markers:
+            self._send_markers(task)
+
+    def _reply(self, token: Any, body: dict[str, Any]) -> None:
+        slot, _api_key, _version = token  # the core already wrote the version's error codes (errors.py)
+        slot.complete({"throttle_time_ms": 0, **body})
+
+    def _write(self, write: Any) -> None:
+        def done(err: Exception | None) -> None:
+            if err is not None:
+                log.error("transaction state write to partition %d failed: %s", write.partition, err)
+            code = None if err is None else getattr(err, "commit_error", ErrorCode.NOT_COORDINATOR)
+            self.apply(self.core.write_done(write.write_id, code, now_ms()))
+
+        try:
+            plog = self.txn_log(write.partition)
+        except (StorageError, OSError) as e:
+            done(e)
+            return
+        self.commit.stage(plog, write.records, done)
+
+    # ---------------------------------------------------------------- markers
+    def _send_markers(self, task: Any) -> None:
+        marking = _Marking(task)
+        self._marking[task.txn_id] = marking
+        if task.commit:
+            self.commits += 1
+        else:
+            self.aborts += 1
+        if not marking.left:
+            self._markers_finished(marking)
+            return
+        for topic, partition in sorted(marking.left):
+            self._send_marker(marking, topic, partition)
+
+    def _send_marker(self, marking: _Marking, topic: str, partition: int) -> None:
+        task = marking.task
+
+        def done(error: int | Exception | None) -> None:
+            if self._marking.get(task.txn_id) is not marking:
+                return  # superseded (the partition was unloaded and loaded again)
+            if isinstance(error, Exception):  # a storage error, or the offsets partition is not served (yet)
+                error = getattr(error, "error_code", getattr(error, "commit_error", ErrorCode.KAFKA_STORAGE_ERROR))
+            if error is None or error in _DONE_MARKER_ERRORS:
+                marking.left.discard((topic, partition))
+                if not marking.left:
+                    self._markers_finished(marking)
+                return
+            log.warning("marker for transactional id %r on %s-%d failed (%s); retrying in %.0f s", task.txn_id,
+                        topic, partition, ErrorCode(error).name if error in ErrorCode._value2member_map_ else error,
+                        MARKER_RETRY_S)
+            if self.nursery is not None:
+                self.nursery.start_soon(self._retry_marker, marking, topic, partition)
+
+        if topic == OFFSETS_TOPIC:
+            self.groups.write_marker(partition, task.producer_id, task.producer_epoch, task.commit,
+                                     task.coordinator_epoch, done)
+        else:
+            self.topics.txn.write_marker(topic, partition, task.producer_id, task.producer_epoch, task.commit,
+                                         task.coordinator_epoch, done)
+
+    async def _retry_marker(self, marking: _Marking, topic: str, partition: int) -> None:
+        await trio.sleep(MARKER_RETRY_S)
+        if self._marking.get(marking.task.txn_id) is marking:
+            self._send_marker(marking, topic, partition)
+
+    def _markers_finished(self, marking: _Marking) -> None:
+        task = marking.task
+        del self._marking[task.txn_id]
+        self.apply(self.core.markers_done(task.txn_id, task.producer_id, task.producer_epoch, now_ms()))
+
+    # ---------------------------------------------------------------- timers
+    async def timer_loop(self) -> None:
+        while True:
+            self._timer_changed = trio.Event()
+            deadline = self._armed = self.core.next_deadline()
+            if deadline is None:
+                await self._timer_changed.wait()
+                continue
+            delay = (deadline - now_ms()) / 1000
+            if delay > 0:
+                with trio.move_on_after(delay):
+                    await self._timer_changed.wait()
+                    continue
+            self.apply(self.core.tick(now_ms()))
+
+    async def run(self, nursery: trio.Nursery) -> None:
+        """Load once the offsets partitions are loaded (their load goes first, and the markers that loading
+        re-drives into them need them served), then keep the timers."""
+        self.nursery = nursery
+        await self.groups.loaded.wait()
+        nursery.start_soon(self.timer_loop)
+        await self.load_all()
+
+    # ---------------------------------------------------------------- requests
+    def handle_init_producer_id(self, req: Request, slot: Slot) -> None:
+        body = req.body
+        txn_id = body.get("transactional_id")
+        if txn_id is None:  # an idempotent producer: a fresh id, epoch 0, no state kept
+            pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+            if (pid == -1) != (epoch == -1):
+                slot.complete({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
+                               "producer_id": -1, "producer_epoch": -1})
+                return
+            try:
+                new = self.allocate_producer_id()
+            except StorageError as e:
+                log.error("%s", e)
+                slot.complete({"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                               "producer_id": -1, "producer_epoch": -1})
+                return
+            slot.complete({"throttle_time_ms": 0, "error_code": 0, "producer_id": new, "producer_epoch": 0})
+            return
+        pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+        if (pid == -1) != (epoch == -1):
+            slot.complete({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "producer_id": -1,
+                           "producer_epoch": -1})
+            return
+        self.apply(self.core.init_producer_id((slot, 22, req.version), req.version, txn_id,
+                                              body["transaction_timeout_ms"], pid, epoch, now_ms()))
+
+    def handle_add_partitions(self, req: Request, slot: Slot) -> None:
+        body = req.body
+        topics = body["v3_and_below_topics"] or []
+        errors: dict[tuple[str, int], int] = {}
+        wanted: list[tuple[str, int]] = []
+        for t in topics:
+            name = t["name"]
+            count = self.topics.partition_count(name)
+            for p in t["partitions"] or ():
+                if name.startswith("__"):
+                    errors[(name, p)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif count is None or not 0 <= p < count:
+                    errors[(name, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    wanted.append((name, p))
+        if errors:
+            for tp in wanted:
+                errors[tp] = ErrorCode.OPERATION_NOT_ATTEMPTED
+            slot.complete(_add_partitions_answer(topics, lambda tp: errors[tp]))
+            return
+        self.apply(self.core.add_partitions((slot, 24, req.version), req.version, body["v3_and_below_transactional_id"],
+                                            body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
+                                            sorted(set(wanted)), now_ms()))
+
+    def handle_add_offsets(self, req: Request, slot: Slot) -> None:
+        body = req.body
+        shard = partition_for(body["group_id"], self.config["offsets.topic.num.partitions"])
+        self.apply(self.core.add_offsets((slot, 25, req.version), req.version, body["transactional_id"],
+                                         body["producer_id"], body["producer_epoch"], (OFFSETS_TOPIC, shard),
+                                         now_ms()))
+
+    def handle_end_txn(self, req: Request, slot: Slot) -> None:
+        body = req.body
+        self.apply(self.core.end_txn((slot, 26, req.version), req.version, body["transactional_id"],
+                                     body["producer_id"], body["producer_epoch"], bool(body["committed"]), now_ms()))
+
+    def handle_describe_transactions(self, req: Request, slot: Slot) -> None:
+        slot.complete({"throttle_time_ms": 0,
+                       "transaction_states": self.core.describe(list(req.body["transactional_ids"] or ()))})
+
+    def handle_list_transactions(self, req: Request, slot: Slot) -> None:
+        body = req.body
+        answer = self.core.list_transactions(list(body.get("state_filters") or ()),
+                                             list(body.get("producer_id_filters") or ()),
+                                             body.get("duration_filter", -1) if req.version >= 1 else -1, now_ms())
+        slot.complete({"throttle_time_ms": 0, **answer})
+
+    def handle_write_txn_markers(self, req: Request, slot: Slot) -> None:
+        """Markers from outside (Kafka's brokers send them to partition leaders; here: an operator aborting a
+        hanging transaction, ``groupcoord transactions abort``, as kafka-transactions.sh does through the
+        Admin API). Each partition's marker is checked and appended like the coordinator's own; the answer
+        waits until every one is durable. Missing partitions: UNKNOWN_TOPIC_OR_PARTITION."""
+        out: list[dict[str, Any]] = []
+        waiting = [1]
+
+        def settle() -> None:
+            waiting[0] -= 1
+            if waiting[0] == 0:
+                slot.complete({"markers": out})
+
+        for m in req.body["markers"] or ():
+            topics: list[dict[str, Any]] = []
+            out.append({"producer_id": m["producer_id"], "topics": topics})
+            for t in m["topics"] or ():
+                parts: list[dict[str, Any]] = []
+                topics.append({"name": t["name"], "partitions": parts})
+                for index in t["partition_indexes"] or ():
+                    res = {"partition_index": index, "error_code": 0}
+                    parts.append(res)
+                    waiting[0] += 1
+
+                    def done(error: int | Exception | None, res: dict[str, Any] = res) -> None:
+                        if isinstance(error, Exception):
+                            error = getattr(error, "commit_error", ErrorCode.KAFKA_STORAGE_ERROR)
+                        res["error_code"] = int(error or 0)
+                        settle()
+
+                    args = (m["producer_id"], m["producer_epoch"], bool(m["transaction_result"]),
+                            m["coordinator_epoch"], done)
+                    if t["name"] == OFFSETS_TOPIC:
+                        if 0 <= index < self.config["offsets.topic.num.partitions"]:
+                            self.groups.write_marker(index, *args)
+                        else:
+                            done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    elif t["name"].startswith("__"):
+                        done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    else:
+                        self.topics.txn.write_marker(t["name"], index, *args)
+        settle()
+
+    def verify(self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> int:
+        """KIP-890 part 1, locally: 0 when the partition is in the producer's ongoing transaction."""
+        return self.core.verify(txn_id, producer_id, epoch, topic, partition)
+
+    def metrics(self) -> tuple[int, int, int, int, list[tuple[str, int, int]]]:
+        """(open transactions, commits, aborts, timeout aborts, [(topic, partition, HW - LSO)]) for a scrape
+        (runs in the metrics thread: it reads, and a dict that changes meanwhile is read again)."""
+        for _ in range(5):
+            try:
+                ongoing = len(self.core.ongoing())
+                return ongoing, self.commits, self.aborts, self.core.timed_out, self.topics.txn.lso_lags()
+            except RuntimeError:  # changed size during iteration
+                continue
+        return 0, self.commits, self.aborts, self.core.timed_out, []
+
+
+def _add_partitions_answer(topics: list[dict[str, Any]], error_of: Callable[[tuple[str, int]], int]) -> dict:
+    return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+        {"name": t["name"], "results_by_partition": [
+            {"partition_index": p, "partition_error_code": int(error_of((t["name"], p)))}
+            for p in t["partitions"] or ()]}
+        for t in topics]}
