@@ -19,6 +19,11 @@ Rules:
 - Producer ids come from ``storage.producer_ids.ProducerIds`` (durable blocks): idempotent producers
   (InitProducerId without a transactional id) and transactional ones share it.
 - Timers: one task sleeps until the core's next deadline (timeouts abort, ids expire) and ticks it.
+- Waiting out a transition (ours; Kafka answers at once): a request the core answers CONCURRENT_TRANSACTIONS
+  while its transactional id has a state write or its markers under way (the next transaction's first
+  AddPartitionsToTxn right after EndTxn, typically) is held and handed to the core again once they are done,
+  at most ``PARK_S`` (then the answer goes out as it is) and ``PARK_MAX`` per id. The client would retry after
+  a backoff (librdkafka ~20 ms, Java 20 ms); the answer is the one a retry at that moment would get.
 - The coordinator epoch is 0 on a single node (it is the partition's leader epoch in Kafka; we do not serve
   transactions in cluster mode yet: there FindCoordinator key type 1 stays refused).
 - Requests: AddPartitionsToTxn checks every partition first (internal topic -> TOPIC_AUTHORIZATION_FAILED, as
@@ -38,6 +43,7 @@ import trio
 
 from coordinator.core.sharding import partition_for
 from coordinator.core.transactions import PidAllocationError, TxnConfig, TxnCoordinator
+from coordinator.core.transactions.state import PREPARING
 from coordinator.runtime.internal_topics import OFFSETS_TOPIC
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
@@ -59,6 +65,8 @@ TXN_TOPIC = "__transaction_state"
 TXN_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retention_ms=None, retention_bytes=None,
                            verify_crc_on_append=False)
 MARKER_RETRY_S = 1.0
+PARK_S = 0.5  # longest a request waits out its transactional id's write or markers before CONCURRENT_TRANSACTIONS
+PARK_MAX = 8  # requests held per transactional id
 _READ_CHUNK = 1 << 20
 _DONE_MARKER_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
                                  ErrorCode.TRANSACTION_COORDINATOR_FENCED))
@@ -110,6 +118,27 @@ def read_partition(plog: PartitionLog, problems: list[str]) -> list[tuple[bytes,
     return out
 
 
+def _concurrent(body: dict[str, Any]) -> bool:
+    """Whether a core answer is CONCURRENT_TRANSACTIONS (AddPartitionsToTxn: for its partitions)."""
+    if body.get("error_code") == ErrorCode.CONCURRENT_TRANSACTIONS:
+        return True
+    topics = body.get("results_by_topic_v3_and_below")
+    return bool(topics) and all(p["partition_error_code"] == ErrorCode.CONCURRENT_TRANSACTIONS
+                                for t in topics for p in t["results_by_partition"])
+
+
+class _Request:
+    """A client request handed to the core: its slot, and how to hand it over again (``_park``)."""
+
+    __slots__ = ("deadline", "retry", "slot", "txn_id")
+
+    def __init__(self, slot: Slot, txn_id: str, deadline: float) -> None:
+        self.slot = slot
+        self.txn_id = txn_id
+        self.deadline = deadline
+        self.retry: Callable[[], Any] = lambda: None
+
+
 class _Marking:
     """One MarkerTask in flight: the partitions still without their durable marker."""
 
@@ -137,6 +166,7 @@ class TransactionService:
         self._timer_changed = trio.Event()
         self._armed: int | None = None
         self._marking: dict[str, _Marking] = {}  # transactional id -> its markers in flight
+        self._parked: dict[str, list[_Request]] = {}  # transactional id -> requests waiting for it (``_park``)
         self.loaded = trio.Event()
         self.nursery: trio.Nursery | None = None
         self.commits = self.aborts = 0  # transactions decided (metrics)
@@ -199,10 +229,48 @@ class TransactionService:
             self._write(write)
         for task in outcome.markers:
             self._send_markers(task)
+        if self._parked:
+            self._wake_parked()
 
     def _reply(self, token: Any, body: dict[str, Any]) -> None:
-        slot, _api_key, _version = token  # the core already wrote the version's error codes (errors.py)
-        slot.complete({"throttle_time_ms": 0, **body})
+        if isinstance(token, _Request):
+            if _concurrent(body) and self._park(token):
+                return
+            token = token.slot
+        token.complete({"throttle_time_ms": 0, **body})  # the core wrote the version's error codes (errors.py)
+
+    # ---------------------------------------------------------------- waiting out a transition
+    def _busy(self, txn_id: str) -> bool:
+        view = self.core.view(txn_id)
+        return view is not None and (view.pending is not None or view.state in PREPARING)
+
+    def _park(self, req: _Request) -> bool:
+        """Hold a request the core answered CONCURRENT_TRANSACTIONS while its transactional id has a write or
+        its markers under way: it is handled again once they are done, or at its deadline (then answered)."""
+        parked = self._parked.setdefault(req.txn_id, [])
+        if self.nursery is None or trio.current_time() >= req.deadline or len(parked) >= PARK_MAX \
+                or not self._busy(req.txn_id):
+            if not parked:
+                del self._parked[req.txn_id]
+            return False
+        parked.append(req)
+        self.nursery.start_soon(self._park_deadline, req)
+        return True
+
+    async def _park_deadline(self, req: _Request) -> None:
+        await trio.sleep_until(req.deadline)
+        parked = self._parked.get(req.txn_id)
+        if parked is not None and req in parked:
+            parked.remove(req)
+            if not parked:
+                del self._parked[req.txn_id]
+            self.apply(req.retry())
+
+    def _wake_parked(self) -> None:
+        for txn_id in [t for t in self._parked if not self._busy(t)]:
+            for req in self._parked.pop(txn_id):
+                if not req.slot.done:
+                    self.apply(req.retry())
 
     def _write(self, write: Any) -> None:
         def done(err: Exception | None) -> None:
@@ -315,8 +383,8 @@ class TransactionService:
             slot.complete({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "producer_id": -1,
                            "producer_epoch": -1})
             return
-        self.apply(self.core.init_producer_id((slot, 22, req.version), req.version, txn_id,
-                                              body["transaction_timeout_ms"], pid, epoch, now_ms()))
+        self._submit(slot, txn_id, lambda token: self.core.init_producer_id(
+            token, req.version, txn_id, body["transaction_timeout_ms"], pid, epoch, now_ms()))
 
     def handle_add_partitions(self, req: Request, slot: Slot) -> None:
         body = req.body
@@ -338,21 +406,28 @@ class TransactionService:
                 errors[tp] = ErrorCode.OPERATION_NOT_ATTEMPTED
             slot.complete(_add_partitions_answer(topics, lambda tp: errors[tp]))
             return
-        self.apply(self.core.add_partitions((slot, 24, req.version), req.version, body["v3_and_below_transactional_id"],
-                                            body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
-                                            sorted(set(wanted)), now_ms()))
+        txn_id = body["v3_and_below_transactional_id"]
+        self._submit(slot, txn_id, lambda token: self.core.add_partitions(
+            token, req.version, txn_id, body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
+            sorted(set(wanted)), now_ms()))
 
     def handle_add_offsets(self, req: Request, slot: Slot) -> None:
         body = req.body
         shard = partition_for(body["group_id"], self.config["offsets.topic.num.partitions"])
-        self.apply(self.core.add_offsets((slot, 25, req.version), req.version, body["transactional_id"],
-                                         body["producer_id"], body["producer_epoch"], (OFFSETS_TOPIC, shard),
-                                         now_ms()))
+        self._submit(slot, body["transactional_id"], lambda token: self.core.add_offsets(
+            token, req.version, body["transactional_id"], body["producer_id"], body["producer_epoch"],
+            (OFFSETS_TOPIC, shard), now_ms()))
 
     def handle_end_txn(self, req: Request, slot: Slot) -> None:
         body = req.body
-        self.apply(self.core.end_txn((slot, 26, req.version), req.version, body["transactional_id"],
-                                     body["producer_id"], body["producer_epoch"], bool(body["committed"]), now_ms()))
+        self._submit(slot, body["transactional_id"], lambda token: self.core.end_txn(
+            token, req.version, body["transactional_id"], body["producer_id"], body["producer_epoch"],
+            bool(body["committed"]), now_ms()))
+
+    def _submit(self, slot: Slot, txn_id: str | None, call: Callable[[Any], Any]) -> None:
+        token = _Request(slot, txn_id or "", trio.current_time() + PARK_S)
+        token.retry = lambda: call(token)
+        self.apply(call(token))
 
     def handle_describe_transactions(self, req: Request, slot: Slot) -> None:
         slot.complete({"throttle_time_ms": 0,

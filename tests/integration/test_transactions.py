@@ -96,6 +96,7 @@ def _copy_loop(bootstrap: str, src: str, dst: str, group: str, txn_id: str, tota
             producer.begin_transaction()
             for m in batch:
                 producer.produce(dst, m.value().upper(), partition=m.partition())
+            assert producer.flush(30) == 0  # in the log before the decision: an abort must hide written data
             positions = consumer.position(consumer.assignment())
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
             if (commits + aborts + 1) % abort_every == 0:
