@@ -213,3 +213,48 @@ def test_a_producer_killed_mid_transaction_is_aborted_at_its_timeout(tmp_path: P
         if child is not None and child.poll() is None:
             child.kill()
         srv.stop()
+
+
+def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused(tmp_path: Path) -> None:
+    """EndTxn and the next transaction's AddPartitionsToTxn pipelined on one connection: the second arrives while
+    the first one's markers are being written. Kafka answers CONCURRENT_TRANSACTIONS (the client retries after
+    ~20 ms); we hold it until the transaction completed and answer it then."""
+    from client.cluster import Cluster
+
+    srv = ServerProcess(tmp_path / "data").start().wait_loaded()
+    cluster = Cluster(srv.bootstrap, client_id="pipelined")
+    try:
+        _create(srv.bootstrap, ("pipe-out", 2))
+        cluster.refresh_metadata(None)
+        conn = cluster.connection(next(iter(cluster.nodes)))
+        for _ in range(200):  # the transaction state loads after the offsets partitions: retry as clients do
+            _, init = conn.send(22, {"transactional_id": "pipe", "transaction_timeout_ms": 60000,
+                                     "producer_id": -1, "producer_epoch": -1})
+            if init["error_code"] != 14:
+                break
+            time.sleep(0.05)
+        assert init["error_code"] == 0, init
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+
+        def add(partition: int) -> Any:
+            return conn.send_async(24, {"v3_and_below_transactional_id": "pipe", "v3_and_below_producer_id": pid,
+                                        "v3_and_below_producer_epoch": epoch,
+                                        "v3_and_below_topics": [{"name": "pipe-out", "partitions": [partition]}]})
+
+        def codes(resp: dict[str, Any]) -> set[int]:
+            return {p["partition_error_code"] for t in resp["results_by_topic_v3_and_below"]
+                    for p in t["results_by_partition"]}
+
+        for round_ in range(5):
+            assert codes(add(round_ % 2).result(15)) == {0}
+            end = conn.send_async(26, {"transactional_id": "pipe", "producer_id": pid, "producer_epoch": epoch,
+                                       "committed": True})
+            nxt = add((round_ + 1) % 2)
+            assert end.result(15)["error_code"] == 0
+            assert codes(nxt.result(15)) == {0}  # not 51: it waited for the markers and CompleteCommit
+            end = conn.send_async(26, {"transactional_id": "pipe", "producer_id": pid, "producer_epoch": epoch,
+                                       "committed": False})
+            assert end.result(15)["error_code"] == 0
+    finally:
+        cluster.close()
+        srv.stop()
