@@ -133,6 +133,8 @@ KEYS: tuple[Key, ...] = (
     Key("offsets.topic.num.partitions", int, 50, "Offsets partitions groups are sharded onto.", 1),
     Key("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state transactional ids "
         "are sharded onto (keep it stable: ids move otherwise).", 1),
+    Key("transaction.state.log.replication.factor", int, 3, "Cluster mode: replicas of each __transaction_state "
+        "partition, capped at the live brokers when the topic is created.", 1, 32767),
     Key("transaction.max.timeout.ms", int, 900_000, "Largest transaction timeout a producer may ask for.", 1),
     Key("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10_000, "How often transactions past "
         "their timeout are aborted.", 1),

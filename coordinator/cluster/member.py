@@ -22,6 +22,8 @@ Rules:
 - The offsets topic is created lazily, as Kafka does: the first FindCoordinator (or Metadata naming it)
   makes this node write its assignment with ``offsets.topic.replication.factor`` capped at the live
   brokers; the controller then elects its leaders. Until then groups answer COORDINATOR_NOT_AVAILABLE.
+  ``__transaction_state`` likewise (``request_txn_topic``, ``transaction.state.log.replication.factor``);
+  ``on_txn_leadership`` gets the transaction state partitions this node leads with their leader epochs.
 - ``view`` is only replaced, never mutated: readers on the trio thread may keep a reference.
 - User topics (issue #20): CreateTopics on any node writes the assignment and config (``create_user_topic``);
   auto-creation is queued (``request_topic``) and written by the loop; DeleteTopics writes a deletion
@@ -75,6 +77,8 @@ from .crash_detector import Crashed
 from .state import NO_LEADER, BrokerInfo, ClusterView, broker_info, change_sequence, expired_changes
 from .zk import Snapshot, TopicConfig, ZkError, ZkStore
 
+TXN_TOPIC = "__transaction_state"  # runtime/transactions.py's TXN_TOPIC (the runtime imports the cluster layer)
+
 log = logging.getLogger("groupcoord.cluster")
 
 REFRESH_S = 3.0
@@ -91,6 +95,9 @@ class ClusterMember:
         self.offsets_topic = offsets_topic
         self.offsets_partitions: int = config["offsets.topic.num.partitions"]
         self.offsets_rf: int = config["offsets.topic.replication.factor"]
+        self.txn_topic = TXN_TOPIC  # transactions (#38): created on first use, like the offsets topic
+        self.txn_partitions: int = config["transaction.state.log.num.partitions"]
+        self.txn_rf: int = config["transaction.state.log.replication.factor"]
         self.unclean: bool = config["unclean.leader.election.enable"]
         self.auto_rebalance: bool = config["auto.leader.rebalance.enable"]
         self.imbalance_pct: int = config["leader.imbalance.per.broker.percentage"]
@@ -101,6 +108,8 @@ class ClusterMember:
         self.view = ClusterView()
         self.controller: Controller | None = None
         self.on_leadership: Callable[[set[int]], None] = lambda _led: None
+        # the transaction state partitions this node leads, with their leader epochs (the coordinator epoch)
+        self.on_txn_leadership: Callable[[dict[int, int]], None] = lambda _led: None
         self.on_topics: Callable[[ClusterView, dict[str, dict[str, str]]], None] = lambda _v, _c: None
         self.on_replicas: Callable[[ClusterView], None] = lambda _v: None  # replication (leaders, followers)
         self.on_suspended: Callable[[bool], None] = lambda _s: None  # replication: stop acknowledging at once
@@ -121,6 +130,7 @@ class ClusterMember:
         self.me: BrokerInfo | None = None
         self._wake = trio.Event()
         self._want_offsets_topic = False
+        self._want_txn_topic = False
         self.connection_state = "CONNECTING"
         self.leader_elections = 0
         self.controller_changes = 0
@@ -167,6 +177,7 @@ class ClusterMember:
         self.broker_owners = {}
         self.on_replicas(self.view)
         self.on_leadership(set())
+        self.on_txn_leadership({})
 
     def _on_watch(self, _event: object) -> None:  # kazoo's thread
         self.zk.signal(self._wake.set)
@@ -175,6 +186,12 @@ class ClusterMember:
     def request_offsets_topic(self) -> None:
         if self.offsets_topic not in self.view.assignments and not self._want_offsets_topic:
             self._want_offsets_topic = True
+            self._wake.set()
+
+    def request_txn_topic(self) -> None:
+        """FindCoordinator for a transactional id: create ``__transaction_state`` if it does not exist yet."""
+        if self.txn_topic not in self.view.assignments and not self._want_txn_topic:
+            self._want_txn_topic = True
             self._wake.set()
 
     def request_topic(self, topic: str, partitions: int, rf: int) -> None:
@@ -367,11 +384,14 @@ class ClusterMember:
                     self.controller.leader_elections = 0
         if self._want_offsets_topic and await self._create_offsets_topic(snap):
             return True
+        if self._want_txn_topic and await self._create_txn_topic(snap):
+            return True
         if self._wanted_topics and await self._create_wanted_topics(view):
             return True
         await self._config_changes(snap.config_changes)
         for topic in view.assignments:
-            if topic != self.offsets_topic and (topic not in self.topic_configs or topic in self._stale_configs):
+            if topic not in (self.offsets_topic, self.txn_topic) and (topic not in self.topic_configs
+                                                                       or topic in self._stale_configs):
                 read = await self.zk.read_topic_config(topic)
                 if read is not None and read.problem is not None:
                     log.error("cluster state: %s; the topic gets the server's defaults", read.problem)
@@ -487,6 +507,24 @@ class ClusterMember:
                      self.offsets_partitions, len(replicas[0]), sorted(view.brokers))
         return True
 
+    async def _create_txn_topic(self, snap: Snapshot) -> bool:
+        self._want_txn_topic = False
+        view = snap.view
+        if self.txn_topic in view.assignments or not view.brokers:
+            return False
+        replicas = assign_replicas(view.brokers, self.txn_partitions, self.txn_rf,
+                                   start_index=random.randrange(len(view.brokers)))
+        try:
+            created = await self.zk.create_topic(self.txn_topic, replicas)
+        except ZkError as e:
+            log.warning("creating %s failed: %s", self.txn_topic, e)
+            self._want_txn_topic = True
+            return False
+        if created:
+            log.info("created %s: %d partitions, replication factor %d over brokers %s", self.txn_topic,
+                     self.txn_partitions, len(replicas[0]), sorted(view.brokers))
+        return True
+
     def _publish(self, view: ClusterView) -> None:
         try:
             self.on_topics(view, self.topic_configs)
@@ -503,5 +541,10 @@ class ClusterMember:
         except Exception:  # a bug in following must not stop the node following the cluster
             log.exception("following the cluster's replicas failed")
         self.on_leadership(view.led_by(self.node_id, self.offsets_topic))
+        try:
+            self.on_txn_leadership({p: view.states[(self.txn_topic, p)].leader_epoch
+                                    for p in view.led_by(self.node_id, self.txn_topic)})
+        except Exception:  # a bug in following must not stop the node following the cluster
+            log.exception("following the transaction state partitions failed")
         self.view_changed.set()
         self.view_changed = trio.Event()

@@ -30,6 +30,7 @@ Rules:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -372,6 +373,39 @@ class ZkStore:
         except KazooException as e:
             raise ZkError(f"{type(e).__name__}: {e}") from None
         return True
+
+    async def reserve_producer_ids(self, node_id: int, size: int) -> tuple[int, int]:
+        """Kafka's ZooKeeper-era ``ZkProducerIdManager``: the next block of ``size`` producer ids, [start, end],
+        claimed by a version-checked write of ``/latest_producer_id_block`` (created with the first block).
+        Raises ``ZkError`` when ZooKeeper fails or ``WRITE_ATTEMPTS`` writes lost to other nodes'."""
+        path = self._p("/latest_producer_id_block")
+        for _ in range(10):
+            try:
+                data, stat = await self._wait(self.client.get_async(path))
+            except NoNodeError:
+                data, stat = None, None
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+            start = 0
+            if data:
+                try:
+                    start = int(json.loads(data.decode())["block_end"]) + 1
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+                    raise ZkError(f"/latest_producer_id_block does not decode: {e}") from None
+            end = start + size - 1
+            block = json.dumps({"version": 1, "broker": node_id, "block_start": str(start),
+                                "block_end": str(end)}).encode()
+            try:
+                if stat is None:
+                    await self._wait(self.client.create_async(path, block, makepath=True))
+                else:
+                    await self._wait(self.client.set_async(path, block, version=stat.version))
+            except (BadVersionError, NodeExistsError):
+                continue  # another node took it: read again
+            except KazooException as e:
+                raise ZkError(f"{type(e).__name__}: {e}") from None
+            return start, end
+        raise ZkError("/latest_producer_id_block: too many concurrent writers")
 
     async def mark_for_deletion(self, topic: str) -> None:
         """Create ``/admin/delete_topics/<topic>`` (already there: fine)."""

@@ -127,7 +127,8 @@ class Broker:
         self.consumer_groups: ConsumerGroupService | None = None  # KIP-848 (group.coordinator.rebalance.protocols)
         self.commit: GroupCommit | None = None
         self.topic_service: TopicService | None = None
-        self.transactions: TransactionService | None = None  # single node: the transaction coordinator (#38)
+        self.transactions: TransactionService | None = None  # the transaction coordinator (#38)
+        self.cluster_pids: Any = None  # cluster mode: producer id blocks from ZooKeeper (cluster_producer_ids.py)
         self.cluster_topics: ClusterTopics | None = None  # cluster mode: the user topics' cluster half
         self.cluster: ClusterMember | None = None  # cluster mode (zookeeper.connect set), else None
         self.replication: Replication | None = None  # cluster mode: replication.py
@@ -198,6 +199,8 @@ class Broker:
             from coordinator.runtime.cluster_topics import ClusterTopics
 
             ts.cluster = self.cluster_topics = ClusterTopics(ts, self.cluster)
+        self._serve_transactions(ts)  # transactions (#38)
+        if self.cluster_topics is not None:
             self._start_replication(self.cluster_topics)
         for key in SUPPORTED_APIS:
             self.handlers[key] = self.groups.handle
@@ -212,11 +215,7 @@ class Broker:
             self.hot_decoders[8] = decode_offset_commit  # a decoder only: the request still meets the checks
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
-                              22: ts.handle_init_producer_id, 37: ts.handle_create_partitions})
-        if self.cluster is None:  # transactions (#38): single node only so far
-            self._serve_transactions(ts)
-        else:  # TxnOffsetCommit is the group core's, but a cluster does not serve transactions yet
-            self.handlers.pop(28, None)
+                              37: ts.handle_create_partitions})
         cs = ConfigService(self, ts)
         self.handlers.update({32: cs.handle_describe_configs, 33: cs.handle_alter_configs,
                               44: cs.handle_incremental_alter_configs})
@@ -225,10 +224,16 @@ class Broker:
         """The transaction coordinator and its APIs; the transactional InitProducerId replaces the topic
         service's idempotent-only one."""
         assert self.groups is not None
-        try:
-            pids = ProducerIds(self.config["data.dir"])
-        except StorageError as e:
-            raise StartupError(str(e)) from None
+        pids: Callable[[], int]
+        if self.cluster is not None:  # cluster-wide blocks claimed in ZooKeeper
+            from coordinator.runtime.cluster_producer_ids import ClusterProducerIds
+
+            pids = self.cluster_pids = ClusterProducerIds(self.cluster, self.config["node.id"])
+        else:
+            try:
+                pids = ProducerIds(self.config["data.dir"])
+            except StorageError as e:
+                raise StartupError(str(e)) from None
         self.transactions = txn = TransactionService(self, self.logs, self.commit, self.groups, ts, pids)
         ts.verify_txn = self.groups.verify_txn = txn.verify
         self.metrics.transactions.source = txn.metrics
@@ -314,11 +319,16 @@ class Broker:
         groups, logs, ts = self.groups, self.logs, self.topic_service
         assert logs is not None
 
+        txn = self.transactions
+        assert txn is not None
+
         def open_log(topic: str, partition: int) -> PartitionLog | None:
+            if topic == TXN_TOPIC:
+                return txn.txn_log(partition)
             return groups.offsets_log(partition) if topic == OFFSETS_TOPIC else logs.get(topic, partition)
 
         def min_isr_of(topic: str) -> int:
-            if topic == OFFSETS_TOPIC:
+            if topic in (OFFSETS_TOPIC, TXN_TOPIC):
                 return self.config["min.insync.replicas"]
             return ts.effective(topic)["min.insync.replicas"] if ts.partition_count(topic) is not None else \
                 self.config["min.insync.replicas"]
@@ -327,6 +337,7 @@ class Broker:
                                        on_lead=ts.forget_producer_states, commit=self.commit, peer=self.peer_login)
         cluster_topics.replication = self.replication
         groups.use_replication(self.replication, self.config["offsets.commit.timeout.ms"] / 1000)
+        txn.use_cluster(self.cluster, self.replication, self.config["offsets.commit.timeout.ms"] / 1000)
         self.handlers[23] = self.replication.handle_offset_for_leader_epoch
         self.metrics.cluster.source = self.replication.cluster_stats  # cluster metrics exist only here
 
@@ -361,6 +372,8 @@ class Broker:
             background.start_soon(self.groups.timer_loop)
             if self.transactions is not None:
                 background.start_soon(self.transactions.run, background)
+            if self.cluster_pids is not None:
+                background.start_soon(self.cluster_pids.run)
             lag = LagSampler(self.groups.core, self.topic_service, self.config)  # issue #37's lag gauges
             self.metrics.lag.source = lambda: lag.latest
             self.metrics.group_commits.max_groups = self.config["metrics.lag.max.groups"]

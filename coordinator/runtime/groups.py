@@ -26,15 +26,16 @@ Rules:
 - Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
 - ``now_ms`` is wall-clock milliseconds (commit timestamps and retention outlive the process).
 - OffsetDelete's partitions are checked against the hosted topics here (``unknown_partitions``).
-- FindCoordinator is answered here: a single node coordinates every group (key type 0); transaction
-  coordinators (key type 1) are not offered (COORDINATOR_NOT_AVAILABLE).
+- FindCoordinator is answered here: a single node coordinates every group (key type 0) and every
+  transactional id (key type 1, when ``verify_txn`` is set: transactions are served); in cluster mode the
+  leader of the key's ``__consumer_offsets`` / ``__transaction_state`` partition (created on first use).
 - Transactions: a TxnOffsetCommit's Outcome (``Outcome.producer``) is appended at once as ONE transactional
   batch (the producer's id and epoch, base sequence 0, as Kafka's storeOffsets) with ``GroupCommit.append``,
   and answered (and replayed into the core's pending offsets) once ``when_durable`` covers it.
   ``write_marker`` appends a COMMIT/ABORT control batch to an offsets partition the same way and, once
-  durable, applies it to the core (``complete_txn``) before calling back. Cluster mode serves neither for
-  now: TxnOffsetCommit answers COORDINATOR_NOT_AVAILABLE on every partition and ``write_marker`` calls back
-  with that error (no replicated transactional writes yet). TxnOffsetCommit's partitions of topics this node
+  durable, applies it to the core (``complete_txn``) before calling back. In cluster mode both wait for
+  replication (``batch_append``: the high watermark covers the batch with enough in-sync replicas), as
+  offsets commits do. TxnOffsetCommit's partitions of topics this node
   does not host answer UNKNOWN_TOPIC_OR_PARTITION (``unknown_partitions``, Kafka's metadata check). KIP-890
   part 1: with ``verify_txn`` set (the transaction coordinator's local check: is the group's offsets partition
   in the producer's ongoing transaction), a refusal answers every partition with its error before the core
@@ -71,7 +72,9 @@ from coordinator.core.errors import Err
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.core.shard import ShardStatus
+from coordinator.core.sharding import partition_for
 from coordinator.core.txn_offset_commit import refuse_all
+from coordinator.runtime.batch_append import append_batch
 from coordinator.runtime.follower_replay import FollowerReplay
 from coordinator.runtime.offsets_reader import log_skipped_record as _log_skipped_record
 from coordinator.runtime.offsets_reader import (
@@ -152,10 +155,6 @@ class MarkerRefused(Exception):
     def __init__(self, error_code: int, message: str) -> None:
         super().__init__(message)
         self.error_code = error_code
-
-
-class _Unavailable(StorageError):
-    commit_error = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 class _CommitSettled:
@@ -263,6 +262,7 @@ class GroupService:
         self.verify_txn: Callable[[str, int, int, str, int], int] | None = None
         self._leadership_changed = trio.Event()
         self._replication: Replication | None = None
+        self._replication_timeout_s = 30.0
         # cluster mode: followed shards replayed as their logs grow (wired to replication in use_replication)
         self.replica = FollowerReplay(self.core, OFFSETS_TOPIC, self._offsets_logs, self.offsets_log,
                                       lambda: self._leadership_changed.set())
@@ -358,9 +358,6 @@ class GroupService:
         if request.api_key in _PARKING_APIS:  # only these can be parked in a member (connection_closed)
             self._by_conn[slot.conn].add(slot)
         if request.api_key == TXN_OFFSET_COMMIT:
-            if self.broker.cluster is not None:  # no replicated transactional writes yet (see the rules)
-                slot.complete(refuse_all(request.body, ErrorCode.COORDINATOR_NOT_AVAILABLE))
-                return
             refused = self._txn_refused(request)
             if refused:
                 slot.complete(refuse_all(request.body, refused))
@@ -508,14 +505,27 @@ class GroupService:
             return {"node_id": leader.node_id, "host": at[0], "port": at[1], "error_code": 0,
                     "error_message": None if v >= 4 else "NONE"}
 
+        def answer_txn(key: str) -> dict[str, Any]:
+            txn_partition = partition_for(key, self.broker.config["transaction.state.log.num.partitions"])
+            leader = cluster.leader_of(cluster.txn_topic, txn_partition)
+            at = leader.endpoint(slot.conn.listener) if leader is not None else None
+            if leader is None or at is None:
+                if leader is None:
+                    cluster.request_txn_topic()
+                return {"node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        "error_message": "The coordinator is not available."}
+            return {"node_id": leader.node_id, "host": at[0], "port": at[1], "error_code": 0,
+                    "error_message": None if v >= 4 else "NONE"}
+
+        key_type = body.get("key_type", 0)
+        served = answer if key_type == 0 else answer_txn if key_type == 1 and self.verify_txn is not None else None
         if v >= 4:
-            coords = [{"key": key, **(refused if body["key_type"] != 0 else answer(key))}
-                      for key in body["coordinator_keys"]]
+            coords = [{"key": key, **(refused if served is None else served(key))} for key in body["coordinator_keys"]]
             slot.complete({"throttle_time_ms": 0, "coordinators": coords})
-        elif body.get("key_type", 0) != 0:
+        elif served is None:
             slot.complete({"throttle_time_ms": 0, **refused})
         else:
-            slot.complete({"throttle_time_ms": 0, **answer(body["key"])})
+            slot.complete({"throttle_time_ms": 0, **served(body["key"])})
 
     def use_replication(self, replication: Replication, timeout_s: float) -> None:
         """Cluster mode: every offsets write is answered once the high watermark covers it with enough
@@ -523,6 +533,7 @@ class GroupService:
         logs grow (``follower_replay``); single-node mode never calls this."""
         self._stage = replication.staging(self.commit.stage, timeout_s)
         self._replication = replication
+        self._replication_timeout_s = timeout_s
         replication.on_follower_append = self.replica.on_append
         replication.on_follower_truncate = self.replica.on_truncate
 
@@ -696,44 +707,29 @@ class GroupService:
             if after.records or after.completions:
                 self.apply(after)
 
-        if self.broker.cluster is not None:
-            done(_Unavailable("transactional offsets are not replicated yet"))
-            return
         now = now_ms()
         try:
             plog = self.offsets_log(shard)
             batch = build_batch([(key, value, (), now) for _, key, value in outcome.records],
                                 producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
                                 transactional=True)
-            info = self.commit.append(plog, [batch])
+            append_batch(self.commit, plog, batch, done, self._replication, self._replication_timeout_s)
         except (StorageError, OSError, ValueError) as e:
             done(e)
-            return
-        self.commit.when_durable(plog, info.last_offset, done)
 
     def write_marker(self, shard: int, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                      callback: Callable[[Exception | None], None]) -> None:
         """Append the COMMIT/ABORT marker of ``producer_id`` to offsets partition ``shard``; once durable, apply
         it to the core (its pending offsets there are installed or dropped) and call ``callback(None)``. On
-        failure ``callback(error)`` and no state changes. A shard not served here (loading, not owned) or cluster
-        mode calls back at once with a ``MarkerRefused`` carrying the error code (nothing appended)."""
+        failure ``callback(error)`` and no state changes. A shard not served here (loading, not owned) calls
+        back at once with a ``MarkerRefused`` carrying the error code (nothing appended). Cluster mode: once
+        replicated (``batch_append``)."""
         status = self.core.shard_status(shard)
-        if self.broker.cluster is not None or status is not ShardStatus.ACTIVE:
-            code = (ErrorCode.COORDINATOR_NOT_AVAILABLE if self.broker.cluster is not None
-                    else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if status is ShardStatus.LOADING
+        if status is not ShardStatus.ACTIVE:
+            code = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if status is ShardStatus.LOADING
                     else ErrorCode.NOT_COORDINATOR)
             callback(MarkerRefused(code, f"offsets partition {shard} cannot take a marker now ({status.value})"))
             return
-        try:
-            plog = self.offsets_log(shard)
-            batch = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms())
-            info = self.commit.append(plog, [batch])
-        except (StorageError, OSError, ValueError) as e:
-            self.write_failures.error("transaction marker for producer %d in offsets partition %d failed: %s",
-                                      producer_id, shard, e)
-            callback(e)
-            return
-
         def done(err: Exception | None) -> None:
             if err is None:
                 self.apply(self.core.complete_txn(shard, producer_id, commit, now_ms()))
@@ -742,7 +738,15 @@ class GroupService:
                                           producer_id, shard, err)
             callback(err)
 
-        self.commit.when_durable(plog, info.last_offset, done)
+        try:
+            plog = self.offsets_log(shard)
+            batch = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms(),
+                                       partition_leader_epoch=-1)
+            append_batch(self.commit, plog, batch, done, self._replication, self._replication_timeout_s)
+        except (StorageError, OSError, ValueError) as e:
+            self.write_failures.error("transaction marker for producer %d in offsets partition %d failed: %s",
+                                      producer_id, shard, e)
+            callback(e)
 
     def _release(self, completions: list[tuple[object, dict]]) -> None:
         by_conn = self._by_conn

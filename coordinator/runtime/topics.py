@@ -1,4 +1,5 @@
-"""Hosted topics: CreateTopics, DeleteTopics, Produce, Fetch (long-poll), ListOffsets, InitProducerId.
+"""Hosted topics: CreateTopics, DeleteTopics, Produce, Fetch (long-poll), ListOffsets (transactions.py serves
+InitProducerId; txn_partitions.py the partitions' side of transactions).
 
 Rules:
 - A topic is the set of its partition directories in the data dir (``<topic>-<p>``); the partition count is
@@ -181,7 +182,6 @@ class TopicService:
         self._effective: dict[str, dict[str, Any]] = {}  # topic -> every key's effective value (cache)
         self._rules: dict[tuple[str, int], Rules] = {}  # (topic, produce version) -> rules (cache)
         self.hw_advanced = trio.Event()
-        self._next_producer_id = int(time.time() * 1000) << 8
         self._producers: weakref.WeakKeyDictionary[PartitionLog, ProducerStates] = weakref.WeakKeyDictionary()
         self.refused_batches = 0
         self._refusal_log = RateLimitedLog(log, 5.0)
@@ -447,15 +447,6 @@ class TopicService:
             results.append(res)
         slot.complete({"throttle_time_ms": 0, "results": results})
 
-    # ---------------------------------------------------------------- InitProducerId
-    def handle_init_producer_id(self, req: Request, slot: Slot) -> None:
-        """Cluster mode only (transactions.py serves it on a single node): idempotent producers."""
-        if req.body.get("transactional_id"):
-            slot.complete({"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
-            return
-        self._next_producer_id += 1
-        slot.complete({"error_code": 0, "producer_id": self._next_producer_id, "producer_epoch": 0})
-
     # ---------------------------------------------------------------- Produce
     def produce_rules(self, version: int, name: str | None = None) -> Rules:
         """The produce rules of a topic (server defaults for None); cached per (topic, version)."""
@@ -585,6 +576,15 @@ class TopicService:
 
     def producer_states(self, plog: PartitionLog) -> ProducerStates:
         return self._producer_states(plog)
+
+    def lead_error(self, topic: str, partition: int) -> int | None:
+        """Cluster mode: why this node may not write to the partition (not its leader, unknown); None if it may
+        (always on a single node)."""
+        return (self.cluster.lead_error(topic, partition) or None) if self.cluster is not None else None
+
+    def replication(self) -> Any:
+        """Cluster mode: replication (markers wait for it, txn_partitions.py); None on a single node."""
+        return None if self.cluster is None else self.cluster.replication
 
     def producer_states_known(self) -> list[tuple[PartitionLog, ProducerStates]]:
         """The partitions whose producer states are built (a copy: the metrics thread reads it)."""

@@ -24,8 +24,19 @@ Rules:
   AddPartitionsToTxn right after EndTxn, typically) is held and handed to the core again once they are done,
   at most ``PARK_S`` (then the answer goes out as it is) and ``PARK_MAX`` per id. The client would retry after
   a backoff (librdkafka ~20 ms, Java 20 ms); the answer is the one a retry at that moment would get.
-- The coordinator epoch is 0 on a single node (it is the partition's leader epoch in Kafka; we do not serve
-  transactions in cluster mode yet: there FindCoordinator key type 1 stays refused).
+- The coordinator epoch is 0 on a single node; in cluster mode it is the ``__transaction_state``
+  partition's leader epoch, as in Kafka.
+- Cluster mode (``use_cluster``): ``__transaction_state`` is a replicated internal topic (created on the
+  first FindCoordinator for a transactional id, ``transaction.state.log.replication.factor``); each node
+  coordinates the partitions it leads (``leadership_loop``: a newly led partition is loaded from its whole
+  local log at its new epoch, prepared transactions get their markers re-driven; a lost one is unloaded, its
+  waiting requests answer NOT_COORDINATOR and its markers in flight are left to the new coordinator). State
+  writes are answered once replicated (``Replication.staging``). A marker for a partition led here is
+  written locally and waits for its replication; for a partition led elsewhere it is one WriteTxnMarkers
+  call to that leader on the inter-broker listener (its TLS and login), retried until it is answered.
+  Producer ids come from ZooKeeper blocks (``cluster_producer_ids``). Produce verification (KIP-890) is done
+  only for transactional ids coordinated on the partition's own node; elsewhere batches are not verified,
+  as with Kafka's ``transaction.partition.verification.enable=false``.
 - Requests: AddPartitionsToTxn checks every partition first (internal topic -> TOPIC_AUTHORIZATION_FAILED, as
   Kafka's filter never authorizes internal topics; missing -> UNKNOWN_TOPIC_OR_PARTITION) and if one fails
   the others answer OPERATION_NOT_ATTEMPTED without reaching the core, which writes every other answer (with
@@ -68,6 +79,7 @@ MARKER_RETRY_S = 1.0
 PARK_S = 0.5  # longest a request waits out its transactional id's write or markers before CONCURRENT_TRANSACTIONS
 PARK_MAX = 8  # requests held per transactional id
 _READ_CHUNK = 1 << 20
+REMOTE_TIMEOUT_S = 10.0  # cluster mode: one WriteTxnMarkers call to a partition's leader
 _DONE_MARKER_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
                                  ErrorCode.TRANSACTION_COORDINATOR_FENCED))
 
@@ -83,12 +95,14 @@ def txn_config(cfg: Any) -> TxnConfig:
                      remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
 
 
-def read_partition(plog: PartitionLog, problems: list[str]) -> list[tuple[bytes, bytes | None]]:
-    """Every keyed (key, value) of a ``__transaction_state`` partition below its high watermark, in order. A
-    batch that fails its CRC is skipped (the log is last-write-wins per key); unreadable framing ends the
-    read. Each is one line in ``problems``; never fatal (runs in a worker thread)."""
+def read_partition(plog: PartitionLog, problems: list[str], to_log_end: bool = False
+                   ) -> list[tuple[bytes, bytes | None]]:
+    """Every keyed (key, value) of a ``__transaction_state`` partition below its high watermark (a new
+    cluster leader: to its log end), in order. A batch that fails its CRC is skipped (the log is
+    last-write-wins per key); unreadable framing ends the read. Each is one line in ``problems``; never fatal
+    (runs in a worker thread)."""
     out: list[tuple[bytes, bytes | None]] = []
-    offset, end = plog.log_start_offset, plog.high_watermark
+    offset, end = plog.log_start_offset, plog.log_end_offset if to_log_end else plog.high_watermark
     while offset < end:
         data = plog.read(offset, _READ_CHUNK, upper_bound=end)
         if not data:
@@ -169,6 +183,12 @@ class TransactionService:
         self._parked: dict[str, list[_Request]] = {}  # transactional id -> requests waiting for it (``_park``)
         self.loaded = trio.Event()
         self.nursery: trio.Nursery | None = None
+        self._stage = commit.stage  # cluster mode: answered once replicated (``use_cluster``)
+        self.member: Any = None  # cluster mode: the ClusterMember (views, leaders)
+        self.replication: Any = None
+        self._wanted: dict[int, int] = {}  # cluster mode: partition -> leader epoch, the ones this node leads
+        self._serving: dict[int, int] = {}  # partition -> the coordinator epoch it is loaded with
+        self._leadership_changed = trio.Event()
         self.commits = self.aborts = 0  # transactions decided (metrics)
 
     def _allocate(self) -> int:
@@ -176,6 +196,8 @@ class TransactionService:
         try:
             return self.allocate_producer_id()
         except StorageError as e:
+            if getattr(e, "retriable_load", False):  # cluster mode: the first block is not claimed yet
+                raise PidAllocationError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) from None
             log.error("%s", e)
             raise PidAllocationError(ErrorCode.COORDINATOR_NOT_AVAILABLE) from None
 
@@ -284,7 +306,7 @@ class TransactionService:
         except (StorageError, OSError) as e:
             done(e)
             return
-        self.commit.stage(plog, write.records, done)
+        self._stage(plog, write.records, done)
 
     # ---------------------------------------------------------------- markers
     def _send_markers(self, task: Any) -> None:
@@ -308,7 +330,7 @@ class TransactionService:
                 return  # superseded (the partition was unloaded and loaded again)
             if isinstance(error, Exception):  # a storage error, or the offsets partition is not served (yet)
                 error = getattr(error, "error_code", getattr(error, "commit_error", ErrorCode.KAFKA_STORAGE_ERROR))
-            if error is None or error in _DONE_MARKER_ERRORS:
+            if not error or error in _DONE_MARKER_ERRORS:  # None or 0 (NONE, a remote leader's answer)
                 marking.left.discard((topic, partition))
                 if not marking.left:
                     self._markers_finished(marking)
@@ -319,12 +341,23 @@ class TransactionService:
             if self.nursery is not None:
                 self.nursery.start_soon(self._retry_marker, marking, topic, partition)
 
-        if topic == OFFSETS_TOPIC:
+        leader = self.leader_of(topic, partition)
+        if leader is None and not self._topic_gone(topic):
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        elif leader is None:
+            done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # deleted: Kafka skips it
+        elif leader != self.config["node.id"]:
+            assert self.nursery is not None
+            self.nursery.start_soon(self._remote_marker, leader, task, topic, partition, done)
+        elif topic == OFFSETS_TOPIC:
             self.groups.write_marker(partition, task.producer_id, task.producer_epoch, task.commit,
                                      task.coordinator_epoch, done)
         else:
             self.topics.txn.write_marker(topic, partition, task.producer_id, task.producer_epoch, task.commit,
                                          task.coordinator_epoch, done)
+
+    def _topic_gone(self, topic: str) -> bool:
+        return self.member is not None and topic not in self.member.view.assignments
 
     async def _retry_marker(self, marking: _Marking, topic: str, partition: int) -> None:
         await trio.sleep(MARKER_RETRY_S)
@@ -352,12 +385,117 @@ class TransactionService:
             self.apply(self.core.tick(now_ms()))
 
     async def run(self, nursery: trio.Nursery) -> None:
-        """Load once the offsets partitions are loaded (their load goes first, and the markers that loading
-        re-drives into them need them served), then keep the timers."""
+        """Single node: load once the offsets partitions are loaded (their load goes first, and the markers that
+        loading re-drives into them need them served), then keep the timers. Cluster mode: serve the
+        partitions this node leads as leadership moves (``leadership_loop``)."""
         self.nursery = nursery
-        await self.groups.loaded.wait()
         nursery.start_soon(self.timer_loop)
+        if self.member is not None:
+            await self.leadership_loop()
+            return
+        await self.groups.loaded.wait()
         await self.load_all()
+
+    # ---------------------------------------------------------------- cluster mode
+    def use_cluster(self, member: Any, replication: Any, timeout_s: float) -> None:
+        """Writes wait for the in-sync replicas; the partitions served follow the leaderships; markers go to
+        each partition's leader."""
+        self.member = member
+        self.replication = replication
+        self._stage = replication.staging(self.commit.stage, timeout_s)
+        member.on_txn_leadership = self.follow_leadership
+
+    def follow_leadership(self, led: dict[int, int]) -> None:
+        if led != self._wanted:
+            self._wanted = dict(led)
+            self._leadership_changed.set()
+
+    async def leadership_loop(self) -> None:
+        while True:
+            await self._leadership_changed.wait()
+            self._leadership_changed = trio.Event()
+            await self._follow_once()
+
+    async def _follow_once(self) -> None:
+        """Unload what this node no longer leads (or leads at a newer epoch), then load what it leads: its
+        whole local log is the truth (a follower's appends included), read to the log end."""
+        for p, epoch in sorted(self._serving.items()):
+            if self._wanted.get(p) != epoch:
+                self._unload(p)
+        for p, epoch in sorted(self._wanted.items()):
+            if p in self._serving or self._wanted.get(p) != epoch:
+                continue
+            self.core.begin_loading(p, epoch)
+            problems: list[str] = []
+            try:
+                plog = self.txn_log(p)
+                records = await trio.to_thread.run_sync(read_partition, plog, problems, True)
+            except (StorageError, OSError) as e:
+                log.error("transaction state partition %d could not be read: %s", p, e)
+                self.apply(self.core.unload(p))
+                continue
+            if self._wanted.get(p) != epoch:  # moved on while reading
+                self.apply(self.core.unload(p))
+                continue
+            for problem in problems:
+                log.error("transaction state partition %d: %s", p, problem)
+            for key, value in records:
+                try:
+                    self.core.replay(p, key, value)
+                except ValueError as e:
+                    log.error("transaction state partition %d: skipping undecodable record: %s", p, e)
+            self._serving[p] = epoch
+            self.apply(self.core.finish_loading(p, now_ms()))
+            log.info("transaction state partition %d: coordinating at epoch %d (%d records)", p, epoch, len(records))
+
+    def _unload(self, p: int) -> None:
+        self._serving.pop(p, None)
+        for txn_id in [t for t in self._marking if self.core.partition_for(t) == p]:
+            del self._marking[txn_id]  # the new coordinator re-drives them
+        self.apply(self.core.unload(p))
+
+    def leader_of(self, topic: str, partition: int) -> int | None:
+        """The node leading a participant partition (this node's id on a single node); None: no leader now."""
+        if self.member is None:
+            return self.config["node.id"]
+        from coordinator.cluster.state import NO_LEADER
+
+        leader = self.member.view.leader(topic, partition)
+        return None if leader == NO_LEADER else leader
+
+    async def _remote_marker(self, node: int, task: Any, topic: str, partition: int,
+                             done: Callable[[int | Exception | None], None]) -> None:
+        """One WriteTxnMarkers to the partition's leader on the inter-broker listener (its TLS and login)."""
+        from coordinator.runtime.replica_fetcher import PeerConnection
+        from coordinator.runtime.security.peer_login import PeerAuthenticationError
+        from protocol.errors import ProtocolError
+
+        peer = self.replication.peer
+        info = self.member.view.brokers.get(node)
+        at = info.endpoint(peer.listener) if info is not None else None
+        if at is None:
+            done(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        body = {"markers": [{"producer_id": task.producer_id, "producer_epoch": task.producer_epoch,
+                             "transaction_result": task.commit, "coordinator_epoch": task.coordinator_epoch,
+                             "topics": [{"name": topic, "partition_indexes": [partition]}]}]}
+        try:
+            with trio.fail_after(REMOTE_TIMEOUT_S):
+                stream = await peer.open(*at)
+                async with stream:
+                    conn = PeerConnection(stream, f"txn-markers-{self.config['node.id']}")
+                    await peer.login(lambda k, v, b: conn.call(k, v, b, REMOTE_TIMEOUT_S))
+                    resp = await conn.call(27, 1, body, REMOTE_TIMEOUT_S)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError, ProtocolError,
+                PeerAuthenticationError) as e:
+            log.warning("marker for %s-%d to node %d failed: %r", topic, partition, node, e)
+            done(ErrorCode.NETWORK_EXCEPTION)
+            return
+        if resp is None:
+            done(ErrorCode.NETWORK_EXCEPTION)
+            return
+        codes = [p["error_code"] for m in resp.get("markers") or () for t in m["topics"] for p in t["partitions"]]
+        done(codes[0] if codes else ErrorCode.UNKNOWN_SERVER_ERROR)
 
     # ---------------------------------------------------------------- requests
     def handle_init_producer_id(self, req: Request, slot: Slot) -> None:
@@ -479,12 +617,19 @@ class TransactionService:
                             done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     elif t["name"].startswith("__"):
                         done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    elif (lead := self.topics.lead_error(t["name"], index)) is not None:
+                        done(lead)  # cluster mode: not the leader (the sender asks the new one)
                     else:
                         self.topics.txn.write_marker(t["name"], index, *args)
         settle()
 
     def verify(self, txn_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> int:
-        """KIP-890 part 1, locally: 0 when the partition is in the producer's ongoing transaction."""
+        """KIP-890 part 1, locally: 0 when the partition is in the producer's ongoing transaction. Cluster mode:
+        only for transactional ids coordinated here; others are not verified (0), as with Kafka's
+        ``transaction.partition.verification.enable=false`` (the AddPartitionsToTxn v4 verify call between
+        nodes is not built yet)."""
+        if self.member is not None and self.core.partition_for(txn_id) not in self._serving:
+            return 0
         return self.core.verify(txn_id, producer_id, epoch, topic, partition)
 
     def metrics(self) -> tuple[int, int, int, int, list[tuple[str, int, int]]]:

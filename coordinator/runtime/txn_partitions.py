@@ -10,8 +10,9 @@ Rules (Kafka 3.9's ReplicaManager / UnifiedLog / KafkaApis, on one node):
   after its transaction was aborted (a late retry) cannot open a transaction no marker will ever close.
 - Markers (``write_marker``): checked against the partition's producer state (a lower producer epoch:
   INVALID_PRODUCER_EPOCH; a lower coordinator epoch: TRANSACTION_COORDINATOR_FENCED), appended as one control
-  batch, recorded in the producer state (LSO and aborted index move at once), and reported once durable;
-  fetchers are woken then. A missing partition (its topic deleted) answers UNKNOWN_TOPIC_OR_PARTITION.
+  batch, recorded in the producer state (the open transaction closes; the LSO counts it once the high
+  watermark passes the marker), and reported once durable (cluster mode: replicated, ``batch_append``; a
+  ``ReplicationError`` reports its produce error); fetchers are woken then. A missing partition (its topic deleted) answers UNKNOWN_TOPIC_OR_PARTITION.
 - read_committed Fetch (isolation 1): records at or past the LSO are not returned (the LSO is min(first offset
   of the oldest open transaction, high watermark)); ``last_stable_offset`` is the LSO and
   ``aborted_transactions`` lists every aborted transaction overlapping [fetch offset, LSO) (the client drops
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from coordinator.runtime import internal_topics
+from coordinator.runtime.batch_append import append_batch
 from coordinator.storage.errors import LogOfflineError, StorageError
 from protocol.control_batch import build_marker_batch
 from protocol.errors import ErrorCode
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
     from protocol.record_batch import BatchHeader
 
 log = logging.getLogger("groupcoord.transactions")
+
+MARKER_TIMEOUT_S = 30.0  # cluster mode: a marker not replicated by then is retried by its sender
 
 Verify = Callable[[str, int, int, str, int], int]  # (txn id, producer id, epoch, topic, partition) -> error code
 
@@ -87,6 +91,8 @@ class Topics(Protocol):
 
     def wake_fetchers(self) -> None: ...
 
+    def replication(self) -> Any: ...
+
 
 class TxnPartitions:
     """The topic service's transaction work (``TopicService.txn``)."""
@@ -108,19 +114,18 @@ class TxnPartitions:
             return
         now = int(time.time() * 1000)
         batch = build_marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+
+        def durable(err: Exception | None) -> None:
+            ts.wake_fetchers()
+            callback(None if err is None else getattr(err, "produce_error", ErrorCode.KAFKA_STORAGE_ERROR))
+
         try:
-            info = ts.commit.append(plog, [batch])
+            info = append_batch(ts.commit, plog, batch, durable, ts.replication(), MARKER_TIMEOUT_S)
         except (LogOfflineError, StorageError, OSError) as e:
             log.error("marker append to %s-%d failed: %s", topic, partition, e)
             callback(ErrorCode.KAFKA_STORAGE_ERROR)
             return
         states.record_marker(producer_id, producer_epoch, coordinator_epoch, commit, info.base_offset, timestamp=now)
-
-        def durable(err: Exception | None) -> None:
-            ts.wake_fetchers()
-            callback(None if err is None else ErrorCode.KAFKA_STORAGE_ERROR)
-
-        ts.commit.when_durable(plog, info.last_offset, durable)
 
     def lso_lags(self) -> list[tuple[str, int, int]]:
         """(topic, partition, high watermark - LSO) of every partition with an open transaction (metrics)."""

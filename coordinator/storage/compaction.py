@@ -5,10 +5,11 @@ Rules:
   of the same key are dropped from closed segments; the active segment is never rewritten.
 - A tombstone (null value) that is the latest for its key is dropped once its timestamp is older than
   `delete.retention.ms` before `now_ms`. Records without a key are kept.
-- Transactions (until the cleaner learns Kafka's LSO and aborted-transaction rules): control batches and
-  transactional batches are kept verbatim and never count as a key's latest record (an aborted one must not
-  make an older committed record go), and a tombstone for a key that a transactional record holds is kept
-  (dropping it would let that record come back at replay).
+- Transactions (a conservative rule; user topics get Kafka's LSO, aborted-transaction and marker rules in
+  cleaner.py): control batches and transactional batches are kept verbatim and never count as a key's
+  latest record (an aborted one must not make an older committed record go), and a tombstone for a key that
+  a transactional record holds is kept (dropping it would let that record come back at replay). The cost:
+  transactional offset commits and their markers are never compacted away.
 - Control batches and batches whose codec we cannot decode are kept verbatim; a batch whose records are
   all kept is copied verbatim; a partially kept batch is rebuilt with the same offsets, timestamps and
   producer fields; an emptied batch disappears.

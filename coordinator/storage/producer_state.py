@@ -174,7 +174,7 @@ class ProducerStates:
         if h.producer_epoch > p.epoch:
             p.epoch = h.producer_epoch
             p.batches.clear()
-        p.batches.append(Appended(h.base_sequence, _last_seq(h.base_sequence, h.record_count), base_offset,
+        p.batches.append(Appended(h.base_sequence, _last_seq(h.base_sequence, h.last_offset_delta + 1), base_offset,
                                   base_offset + h.last_offset_delta))
         p.last_timestamp = h.max_timestamp
         if h.is_transactional and p.txn_first_offset is None:

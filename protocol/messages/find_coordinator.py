@@ -5,9 +5,9 @@ Rules:
   ``coordinator_keys[]`` and answer ``coordinators[]``, each with its own error.
 - ``error_message`` (v1-3): "NONE" on success, as Kafka's ``Errors.NONE.message()``; the error's message
   otherwise. Per key (v4+) Kafka leaves it null on success; ours likewise.
-- key_type 1 (transaction) names this node when it serves transactions (a single node); in cluster mode,
-  which does not serve them yet, it answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message (a
-  retriable error would make clients retry forever).
+- key_type 1 (transaction) names the transaction coordinator (this node, or in cluster mode the leader of
+  the id's ``__transaction_state`` partition); other key types answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+  with a message (a retriable error would make clients retry forever).
 """
 
 from protocol.schema import ApiSchema, arr, f
