@@ -13,6 +13,9 @@ Rules:
 - KIP-848 "consumer" groups are described with ConsumerGroupDescribe (69): epochs, assignor and per member
   its epoch and assignment, topic names taken from the response (TopicName) or, for a topic it leaves
   unnamed, from Metadata by topic id (v10+), else shown as the id.
+- ``group_history``: a group's rebalances, newest first, from groupcoord's own DescribeGroups v5+ tagged field
+  ``history`` (coordinator/core/rebalance_history.py); a coordinator that does not send it (Kafka, or
+  DescribeGroups below v5) gives none.
 """
 
 from __future__ import annotations
@@ -82,6 +85,46 @@ class GroupDescription:
     # groupcoord's own (DescribeGroups v5+ tagged fields): who a rebalancing group waits for, since when (ms)
     waiting_since_ms: int | None = None
     waiting_for: tuple[WaitedMember, ...] = ()
+
+    @property
+    def error(self) -> str | None:
+        return error_name(self.error_code) if self.error_code else None
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceEntry:
+    """One recorded rebalance of a group (groupcoord's DescribeGroups extension, ``group.history.size``)."""
+
+    seq: int
+    generation: int
+    start_ms: int
+    end_ms: int
+    trigger: str  # member-joined, member-left, session-expired, rebalance-timeout, leader-rejoined, ...
+    member_id: str | None  # the member that triggered it, its client id and host, and what the client said
+    client_id: str | None
+    client_host: str | None
+    reason: str | None
+    protocol_type: str | None
+    protocol: str | None
+    leader: str | None
+    members_before: int
+    members_after: int
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+
+    @property
+    def duration_ms(self) -> int:
+        return self.end_ms - self.start_ms
+
+
+@dataclass(frozen=True, slots=True)
+class GroupHistory:
+    group_id: str
+    state: str
+    entries: list[RebalanceEntry]  # newest first
+    coordinator: Node | None
+    error_code: int = 0
+    described_version: int = 0  # the DescribeGroups version: below 5 no history can come
 
     @property
     def error(self) -> str | None:
@@ -222,6 +265,19 @@ class AdminClient:
             out.append(GroupDescription(g["group_id"], g["group_state"], g["protocol_type"], g["protocol_data"],
                                         members, node, g["error_code"], since if since >= 0 else None, waited))
         return out
+
+    def group_history(self, group_id: str) -> GroupHistory:
+        """The group's recorded rebalances, newest first (module rules)."""
+        version, resp, node = self._group_request(
+            group_id, DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False},
+            lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
+        g = resp["groups"][0]
+        entries = [RebalanceEntry(e["seq"], e["generation"], e["start_ms"], e["end_ms"], e["trigger"], e["member_id"],
+                                  e["client_id"], e["client_host"], e["reason"], e["protocol_type"], e["protocol"],
+                                  e["leader"], e["members_before"], e["members_after"], tuple(e["joined"]),
+                                  tuple(e["left"]))
+                   for e in g.get("history") or ()]
+        return GroupHistory(g["group_id"], g["group_state"], entries, node, g["error_code"], version)
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
         """KIP-848 groups, one ConsumerGroupDescribe per group (to its coordinator). A node without API 69

@@ -10,11 +10,14 @@ Rules:
 - Every command takes `--command-config FILE`, Kafka's client properties file (security.protocol,
   sasl.mechanism, sasl.jaas.config, ssl.truststore.location...; ``client.security``): every connection of
   the command uses it. A bad file is bad usage (exit 2); a refused login is a Kafka error (exit 1).
+- `groups history GROUP` prints the group's recorded rebalances newest first (groupcoord's DescribeGroups
+  extension; times in UTC); `--json` prints the same data as one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -138,6 +141,44 @@ def _print_consumer_group(admin: AdminClient, gid: str) -> bool:
             ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)) for m in d.members])
     print()
     return True
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _ids(ids: Sequence[str]) -> str:
+    if not ids:
+        return "-"
+    return ",".join(ids)
+
+
+def groups_history(admin: AdminClient, args: argparse.Namespace) -> int:
+    """The group's last rebalances (group.history.size), newest first."""
+    gid = args.group[0]
+    h = admin.group_history(gid)
+    if h.error_code:
+        print(f"groupcoord: group {gid}: {h.error}", file=sys.stderr)
+        return 1
+    if args.json:
+        out = {"group_id": h.group_id, "state": h.state, "rebalances": [
+            {"generation": e.generation, "start_ms": e.start_ms, "end_ms": e.end_ms, "duration_ms": e.duration_ms,
+             "trigger": e.trigger, "member_id": e.member_id, "client_id": e.client_id, "client_host": e.client_host,
+             "reason": e.reason, "members_before": e.members_before, "members_after": e.members_after,
+             "joined": list(e.joined), "left": list(e.left), "protocol_type": e.protocol_type,
+             "protocol": e.protocol, "leader": e.leader, "seq": e.seq} for e in h.entries]}
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"GROUP {h.group_id}  STATE {h.state}  COORDINATOR {_coordinator_text(h.coordinator)}  "
+          f"REBALANCES {len(h.entries)} (newest first)")
+    table(["GENERATION", "STARTED", "DURATION-MS", "TRIGGER", "MEMBER", "CLIENT-ID", "HOST", "REASON", "MEMBERS",
+           "JOINED", "LEFT", "PROTOCOL"],
+          [(e.generation, _utc(e.start_ms), e.duration_ms, e.trigger, e.member_id, e.client_id, e.client_host,
+            e.reason, f"{e.members_before}->{e.members_after}", _ids(e.joined), _ids(e.left), e.protocol)
+           for e in h.entries])
+    if not h.entries and h.described_version < 5:
+        print("(this coordinator sends no rebalance history: DescribeGroups below v5)")
+    return 0
 
 
 def groups_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
@@ -392,6 +433,10 @@ def add_parsers(sub: Any) -> None:
         p = common(gsub.add_parser(name, help=helptext))
         p.add_argument("group", nargs="+")
         p.set_defaults(run=fn)
+    p = common(gsub.add_parser("history", help="the group's last rebalances, newest first (group.history.size)"))
+    p.add_argument("group", nargs=1)
+    p.add_argument("--json", action="store_true", help="the same data as JSON")
+    p.set_defaults(run=groups_history)
     p = common(gsub.add_parser("reset-offsets", help="move an inactive group's offsets (dry run by default)"))
     p.add_argument("group", nargs=1)
     p.add_argument("--topic", action="append", required=True)

@@ -112,6 +112,8 @@ KEYS: tuple[Key, ...] = (
     Key("group.stuck.threshold.ms", int, -1, "A group waiting for members in a rebalance longer than this "
         "counts in groupcoord_groups_stuck and is logged once (ours); -1: twice its largest rebalance timeout.",
         -1),
+    Key("group.history.size", int, 50, "Rebalances kept per group, as records in its offsets partition (ours; "
+        "`groupcoord groups history`); 0 records none.", 0, 100_000),
     Key("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 1),
     Key("group.max.session.timeout.ms", int, 1_800_000, "Largest session timeout a member may ask for.", 1),
     Key("group.max.size", int, 2**31 - 1, "Most members a group may have.", 1),

@@ -37,6 +37,9 @@ class GroupConfig:
     # Not a Kafka config (GroupCoordinator.NewMemberJoinTimeoutMs): a new member's parked JoinGroup
     # expires after this long.
     new_member_join_timeout_ms: int = 300_000
+    # group.history.size (ours): rebalances kept per group as records (rebalance_history.py); 0 records none.
+    # Off here (Kafka keeps no history); the server's key defaults to 50 (coordinator/config.py).
+    group_history_size: int = 0
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:

@@ -41,6 +41,9 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
   Loading/following: ``replay_txn_batch(shard, pid, records)`` for a stored transactional batch and
   ``replay_marker(shard, pid, commit)`` for a control batch, in log order with ``replay``/``replay_many``.
   DeleteGroups drops a deleted group's pending transactional offsets.
+- Rebalance history (rebalance_history.py): a group metadata tombstone written by DeleteGroups or the offsets
+  expiry takes the group's history records with it (in the same write); DescribeGroups v5+ answers carry each
+  group's history in our tagged field ``history`` (protocol/messages/describe_groups.py).
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ from .rebalance import (
     on_sync_timer,
     schedule_session,
 )
+from .rebalance_history import Rebalance, forget, tombstone_deleted, wire
 from .records import OffsetCommitValue
 from .responses import join_response, offset_commit_response
 from .shard import Shard, ShardStatus
@@ -197,6 +201,17 @@ def _route(env: Env, fx: Effects, api_key: int, version: int, req: dict, token: 
     handler(env, fx, version, req, token, client_id, client_host)
 
 
+def _attach_history(env: Env, fx: Effects, token: object) -> None:
+    """Ours (DescribeGroups v5+, tagged): each described group's rebalance history, newest first."""
+    response = next((r for t, r in fx.completions if t is token), None)
+    for g in response["groups"] if response is not None else ():
+        gid = g.get("group_id")
+        if gid and env.status_error(gid) is None:
+            history = wire(env.shard_of(gid).history, gid)
+            if history:
+                g["history"] = history
+
+
 class SeededIds:
     """Deterministic UUID-4-shaped id generator (inject ``lambda: str(uuid.uuid4())`` in production)."""
 
@@ -298,6 +313,9 @@ class Coordinator:
             handler(self._env, fx, version, request, token, client_id, client_host)
             if api_key == 42:
                 forget_deleted_groups(self._env, request.get("groups_names") or ())
+                tombstone_deleted([s.history for s in self._env.shards], fx)
+            elif api_key == 15 and version >= 5:
+                _attach_history(self._env, fx, token)
         if fx.producer is None and self._may_be_due(now_ms):  # a transactional batch holds nothing else
             self._fire_due(fx)
         return self._finish(fx)
@@ -385,7 +403,10 @@ class Coordinator:
             if kind == "retention":
                 shard = env.shards[key[1]]
                 if shard.status is ShardStatus.ACTIVE:
+                    first = len(fx.records)
                     expire_offsets(env, fx, shard)
+                    if len(fx.records) > first:
+                        tombstone_deleted([s.history for s in env.shards], fx, first)
                     env.timers.schedule(key, fx.now_ms + max(env.cfg.offsets_retention_check_interval_ms, 1))
                 continue
             group = env.group(key[1])
@@ -656,6 +677,17 @@ class Coordinator:
     def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetCommitValue]:
         shard = self._env.shard_of(group_id)
         return shard.offsets.group_dict(group_id) if shard.status is ShardStatus.ACTIVE else {}
+
+    def history_tombstones(self, group_id: str) -> list[tuple[bytes, None]]:
+        """(key, None) for each of the group's history records: to write with a group tombstone the core does not
+        write itself (a consumer group replacing an empty classic group, runtime/consumer_groups.py)."""
+        shard = self._env.shard_of(group_id)
+        return [(key, None) for key in forget(shard.history, group_id)]
+
+    def rebalance_history(self, group_id: str) -> list[Rebalance]:
+        """The group's recorded rebalances, newest first (empty when its shard is not ACTIVE)."""
+        shard = self._env.shard_of(group_id)
+        return shard.history.entries(group_id) if shard.status is ShardStatus.ACTIVE else []
 
     def stable_groups(self) -> int:
         return sum(1 for g in self._all_groups() if g.state is STABLE)

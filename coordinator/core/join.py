@@ -28,6 +28,7 @@ from .rebalance import (
     leader_members,
     maybe_prepare_rebalance,
     member_key,
+    member_trigger,
     park_join,
     prepare_rebalance,
     schedule_session,
@@ -80,6 +81,7 @@ class _JoinCall:
         "names",
         "protocol_type",
         "protocols",
+        "reason",
         "rebalance",
         "session",
         "token",
@@ -97,6 +99,7 @@ class _JoinCall:
         self.protocol_type = req.get("protocol_type") or ""
         self.protocols = [(p["name"], p["metadata"]) for p in req.get("protocols") or ()]
         self.names = frozenset(name for name, _ in self.protocols)
+        self.reason = req.get("reason") if version >= 8 else None  # KIP-800: the rebalance history keeps it
 
     def reply(self, error: Err, member_id: str | None = None) -> None:
         self.fx.complete(self.token, join_response(self.version, error,
@@ -153,7 +156,7 @@ class _JoinCall:
         group.add(member)
         park_join(env, fx, group, member, self.token, self.version)
         schedule_session(env, fx.now_ms, group, member, env.cfg.new_member_join_timeout_ms)
-        maybe_prepare_rebalance(env, fx, group, "member-joined")
+        maybe_prepare_rebalance(env, fx, group, "member-joined", member_trigger(member, self.reason))
 
     def _replace_static(self, old_id: str, new_id: str) -> None:
         env, fx, group = self.env, self.fx, self.group
@@ -187,9 +190,9 @@ class _JoinCall:
             if record is not None:
                 self._static_rejoin_without_rebalance(member, old_id, old_leader, saved, record)
             else:
-                maybe_prepare_rebalance(env, fx, group, "static-member-changed")
+                maybe_prepare_rebalance(env, fx, group, "static-member-changed", member_trigger(member, self.reason))
         elif group.state is COMPLETING:
-            prepare_rebalance(env, fx, group, "static-member-changed")
+            prepare_rebalance(env, fx, group, "static-member-changed", member_trigger(member, self.reason))
 
     def _static_rejoin_without_rebalance(self, member: Member, old_id: str, old_leader: str | None,
                                          saved: tuple, record: tuple[int, bytes, bytes]) -> None:
@@ -261,7 +264,7 @@ class _JoinCall:
         env, fx, group = self.env, self.fx, self.group
         group.update_protocols(member, self.protocols)
         park_join(env, fx, group, member, self.token, self.version)
-        maybe_prepare_rebalance(env, fx, group, reason)
+        maybe_prepare_rebalance(env, fx, group, reason, member_trigger(member, self.reason))
 
     def _current_generation(self, member: Member, with_members: bool) -> None:
         group = self.group

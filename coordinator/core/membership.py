@@ -120,7 +120,7 @@ def _store_and_propagate(env: Env, fx: Effects, group: Group, assignment: dict[s
     first = len(fx.completions)
     propagate_assignment(env, fx, group, Err.NONE)
     group.transition(STABLE, fx.now_ms)
-    finish_rebalance(env, group, fx.now_ms)
+    finish_rebalance(env, fx, group)
     generation = group.generation
     tokens = [t for t, _ in fx.completions[first:]]
     group.assignment_write = generation
@@ -170,27 +170,29 @@ def handle_leave(env: Env, fx: Effects, version: int, req: dict, token: object,
                  client_id: str = "", client_host: str = "") -> None:
     group_id = req["group_id"]
     if version >= 3:
-        leaving = [(m.get("member_id") or "", m.get("group_instance_id")) for m in req.get("members") or ()]
+        leaving = [(m.get("member_id") or "", m.get("group_instance_id"), m.get("reason"))
+                   for m in req.get("members") or ()]
     else:
-        leaving = [(req.get("member_id") or "", None)]
+        leaving = [(req.get("member_id") or "", None, None)]
     error = Err.INVALID_GROUP_ID if not group_id else env.status_error(group_id)
     if error is not None:
         fx.complete(token, leave_response(version, error, []))
         return
     group = env.group(group_id)
     results = []
-    for member_id, instance_id in leaving:
-        err = Err.UNKNOWN_MEMBER_ID if group is None else _leave_one(env, fx, group, member_id, instance_id)
+    for member_id, instance_id, reason in leaving:
+        err = Err.UNKNOWN_MEMBER_ID if group is None else _leave_one(env, fx, group, member_id, instance_id, reason)
         results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": int(err)})
     fx.complete(token, leave_response(version, Err.NONE, results))
 
 
-def _leave_one(env: Env, fx: Effects, group: Group, member_id: str, instance_id: str | None) -> Err:
+def _leave_one(env: Env, fx: Effects, group: Group, member_id: str, instance_id: str | None,
+               reason: str | None = None) -> Err:
     if not member_id:
         current = group.current_static(instance_id)
         if current is None:
             return Err.UNKNOWN_MEMBER_ID
-        remove_member_and_update(env, fx, group, current, "member-left")
+        remove_member_and_update(env, fx, group, current, "member-left", reason)
         return Err.NONE
     if member_id in group.pending_members:
         group.drop_pending(member_id)
@@ -201,6 +203,6 @@ def _leave_one(env: Env, fx: Effects, group: Group, member_id: str, instance_id:
         return Err.FENCED_INSTANCE_ID
     if member_id not in group.members:
         return Err.UNKNOWN_MEMBER_ID
-    remove_member_and_update(env, fx, group, member_id, "member-left")
+    remove_member_and_update(env, fx, group, member_id, "member-left", reason)
     return Err.NONE
 

@@ -14,6 +14,9 @@ Follows Kafka's classic GroupCoordinator:
   members becomes Empty and its (empty) metadata record is written.
 - A member's timer ("member", group, member) is its session: when it fires the member is removed unless
   it is not new and has a parked JoinGroup/SyncGroup (Kafka's hasSatisfiedHeartbeat).
+- Rebalance history (rebalance_history.py): a rebalance opens in prepare_rebalance (with its trigger: the
+  member that caused it and the client's reason, when the caller knows them) and closes in finish_rebalance,
+  whose Effects then also carries the history record.
 All functions are O(members) at most, and only once per rebalance step.
 """
 
@@ -24,6 +27,7 @@ from .errors import Err
 from .group import COMPLETING, EMPTY, PREPARING, STABLE, Group
 from .member import Member
 from .outcome import Effects
+from .rebalance_history import Trigger, begin, close
 from .records import GroupMetadataValue, MemberRecord, encode_group_key, encode_group_value
 from .responses import join_response, sync_response
 
@@ -124,20 +128,31 @@ def leader_members(group: Group) -> list[dict]:
 
 # ---------------------------------------------------------------- rebalance steps
 
-def finish_rebalance(env: Env, group: Group, now_ms: int) -> None:
+def finish_rebalance(env: Env, fx: Effects, group: Group) -> None:
+    """The rebalance ended (Stable with the leader's assignment written, or Empty): stats, and its history
+    record into ``fx``."""
+    now_ms = fx.now_ms
     if group.rebalance_started_ms is not None:
         duration = now_ms - group.rebalance_started_ms
         group.last_rebalance_ms = duration
         group.rebalance_started_ms = None
         env.stats.rebalance_finished(duration)
+        shard = env.shard_of(group.group_id)
+        close(shard.history, fx, shard.shard_id, group, env.cfg.group_history_size)
 
 
-def maybe_prepare_rebalance(env: Env, fx: Effects, group: Group, reason: str) -> None:
+def member_trigger(member: Member, reason: str | None = None) -> Trigger:
+    """The trigger details of a rebalance ``member`` caused (its kind is the rebalance reason)."""
+    return Trigger("", member.member_id, member.client_id, member.client_host, reason)
+
+
+def maybe_prepare_rebalance(env: Env, fx: Effects, group: Group, reason: str, trigger: Trigger | None = None) -> None:
     if group.can_rebalance:
-        prepare_rebalance(env, fx, group, reason)
+        prepare_rebalance(env, fx, group, reason, trigger)
 
 
-def prepare_rebalance(env: Env, fx: Effects, group: Group, reason: str) -> None:
+def prepare_rebalance(env: Env, fx: Effects, group: Group, reason: str, trigger: Trigger | None = None,
+                      removed: tuple[str, ...] = ()) -> None:
     now = fx.now_ms
     if group.state is COMPLETING:
         reset_and_propagate_error(env, fx, group, Err.REBALANCE_IN_PROGRESS)
@@ -150,6 +165,7 @@ def prepare_rebalance(env: Env, fx: Effects, group: Group, reason: str) -> None:
     group.transition(PREPARING, now)
     if group.rebalance_started_ms is None:
         group.rebalance_started_ms = now
+        begin(env.shard_of(group.group_id).history, group, now, reason, trigger, removed)
     env.stats.rebalance_started(reason)
     if was_empty:
         delay = env.cfg.group_initial_rebalance_delay_ms
@@ -213,7 +229,7 @@ def complete_join(env: Env, fx: Effects, group: Group) -> None:
         group.protocol_name = None
         group.transition(EMPTY, now)
         fx.write(*record)
-        finish_rebalance(env, group, now)
+        finish_rebalance(env, fx, group)
         return
     group.generation += 1
     group.clear_sync()
@@ -253,12 +269,15 @@ def reset_and_propagate_error(env: Env, fx: Effects, group: Group, error: Err) -
     propagate_assignment(env, fx, group, error)
 
 
-def remove_member_and_update(env: Env, fx: Effects, group: Group, member_id: str, reason: str) -> None:
+def remove_member_and_update(env: Env, fx: Effects, group: Group, member_id: str, reason: str,
+                             client_reason: str | None = None) -> None:
     if group.members.keys() == {member_id}:  # the group empties: its record must encode before anything goes
         empty_group_record(env, group, fx.now_ms)
+    member = group.members.get(member_id)
+    trigger = member_trigger(member, client_reason) if member is not None else None
     evict(env, fx, group, member_id)
     if group.state in (STABLE, COMPLETING):
-        maybe_prepare_rebalance(env, fx, group, reason)
+        maybe_prepare_rebalance(env, fx, group, reason, trigger)
     elif group.state is PREPARING:
         try_complete_join(env, fx, group)
 
@@ -278,6 +297,9 @@ def on_member_timer(env: Env, fx: Effects, group: Group, member_id: str) -> None
 
 def on_sync_timer(env: Env, fx: Effects, group: Group) -> None:
     if group.state in (COMPLETING, STABLE) and group.pending_sync:
-        for member_id in list(group.pending_sync):
+        late = sorted(group.pending_sync)
+        first = group.members.get(late[0])
+        trigger = member_trigger(first) if first is not None else None
+        for member_id in late:
             evict(env, fx, group, member_id)
-        prepare_rebalance(env, fx, group, "sync-expired")
+        prepare_rebalance(env, fx, group, "sync-expired", trigger, tuple(late))

@@ -24,6 +24,8 @@ Rules:
   (types 3-8 and 16) always apply, at load and after each durable write (the consumer-group core never changes
   itself: its records are its only way to change state). A record that breaks the groups' invariants
   (ReplayError) is refused as an undecodable one (RecordError, a ValueError: logged and skipped at load).
+- ``history`` holds the rebalance histories (``rebalance_history.History``): their records (our key version
+  1000) always apply, at load, while following and after each durable write.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from .consumer_group.model import ReplayError
 from .group import EMPTY, STABLE, Group
 from .member import Member
 from .offset_store import OffsetStore
+from .rebalance_history import History, is_history_key
 from .records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -64,7 +67,7 @@ REPLAYING = frozenset((ShardStatus.LOADING, ShardStatus.FOLLOWING))  # group met
 
 
 class Shard:
-    __slots__ = ("consumer", "groups", "offsets", "pending_commits", "shard_id", "status", "txn")
+    __slots__ = ("consumer", "groups", "history", "offsets", "pending_commits", "shard_id", "status", "txn")
 
     def __init__(self, shard_id: int, consumer: ConsumerGroupConfig | None = None) -> None:
         self.shard_id = shard_id
@@ -74,6 +77,7 @@ class Shard:
         self.pending_commits: Counter[tuple[str, str, int]] = Counter()
         self.txn = TxnOffsets()
         self.consumer = ConsumerGroups(consumer)
+        self.history = History()
 
     def reset(self, status: ShardStatus) -> None:
         self.status = status
@@ -83,6 +87,7 @@ class Shard:
         self.txn = TxnOffsets()
         self.consumer = ConsumerGroups(self.consumer.config, new_member_id=self.consumer.new_member_id,
                                        assignors=self.consumer.assignors)
+        self.history = History()
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         offset_key = decode_offset_key(key)  # the hot path (a load replays ~1M of these): no key object
@@ -129,6 +134,9 @@ class Shard:
                 self.groups[group] = Group(group)
 
     def _replay_other(self, key: bytes, value: bytes | None) -> None:
+        if is_history_key(key):  # ours: a rebalance of a group's history (rebalance_history.py)
+            self.history.replay(key, value)
+            return
         if len(key) >= 2 and key[0] == 0 and (3 <= key[1] <= 8 or key[1] == 16):  # a consumer-group record
             record = cg_records.decode_record(key, value)
             if record is not None:
@@ -151,6 +159,7 @@ class Shard:
         for group_id in self.txn.groups():
             if group_id not in self.groups:
                 self.groups[group_id] = Group(group_id)
+        self.history.loaded(self.groups.values())
         self.status = ShardStatus.ACTIVE
 
     def has_pending_commit(self, group_id: str, topic: str, partition: int) -> bool:

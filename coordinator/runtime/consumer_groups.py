@@ -186,6 +186,7 @@ class ConsumerGroupService:
                 replaced = True
                 if has_record:
                     prefix.append((encode_group_key(group_id), None))
+                prefix.extend(self.core.history_tombstones(group_id))  # its rebalance history goes with it
             outcome = groups.heartbeat(body, version, now_ms(), self.topics, client_id, client_host, may_describe)
             if not outcome.records:
                 self._arm(outcome.deadlines)

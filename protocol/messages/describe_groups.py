@@ -6,13 +6,16 @@ v4; group ``error_message`` from v6: null unless the group is unknown ("Group G 
 Member ``group_instance_id`` is null for a dynamic member; ``protocol_type``/``protocol_data`` are empty
 strings (not null) for a group without them, as Kafka. Ours, v5+ as tagged fields 1000/1001 (absent unless
 the group waits for members in a rebalance): ``waiting_since_ms`` and ``waiting_for`` (member id, client
-id, host, reason), read by ``groupcoord groups describe``.
+id, host, reason), read by ``groupcoord groups describe``; and 1002, ``history`` (absent unless the group has
+one): its last ``group.history.size`` rebalances, newest first (coordinator/core/rebalance_history.py), read by
+``groupcoord groups history``.
 """
 
 from protocol.schema import OURS_FROM_TAG, ApiSchema, arr, f
 
 INT32_MIN = -2147483648
 WAITING_SINCE_TAG, WAITING_FOR_TAG = OURS_FROM_TAG, OURS_FROM_TAG + 1  # ours (protocol/schema.py)
+HISTORY_TAG = OURS_FROM_TAG + 2
 
 SCHEMA = ApiSchema(
     key=15,
@@ -48,6 +51,25 @@ SCHEMA = ApiSchema(
                 f("client_id", "string", "5+"),
                 f("client_host", "string", "5+"),
                 f("reason", "string", "5+"),
-                tag=WAITING_FOR_TAG, tagged="5+")),
+                tag=WAITING_FOR_TAG, tagged="5+"),
+            # ours (issue #37): the group's rebalance history, newest first; sent only when it has one
+            arr("history", "5+",
+                f("seq", "int64", "5+"),
+                f("generation", "int32", "5+"),
+                f("start_ms", "int64", "5+"),
+                f("end_ms", "int64", "5+"),
+                f("trigger", "string", "5+"),
+                f("member_id", "string", "5+", nullable="5+"),
+                f("client_id", "string", "5+", nullable="5+"),
+                f("client_host", "string", "5+", nullable="5+"),
+                f("reason", "string", "5+", nullable="5+"),
+                f("protocol_type", "string", "5+", nullable="5+"),
+                f("protocol", "string", "5+", nullable="5+"),
+                f("leader", "string", "5+", nullable="5+"),
+                f("members_before", "int32", "5+"),
+                f("members_after", "int32", "5+"),
+                f("joined", "[]string", "5+"),
+                f("left", "[]string", "5+"),
+                tag=HISTORY_TAG, tagged="5+")),
     ),
 )
