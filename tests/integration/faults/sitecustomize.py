@@ -1,8 +1,10 @@
-"""Test only (tests/integration/test_handler_faults.py, test_consumer_group_faults.py): with TEST_FAULT_DIR set,
-the server's record encoders raise once each time a file named after them appears in that directory (the
-file is removed as the fault fires), as an encoding bug or an unencodable value would; a file named
-"consumer_group_write" fails the next KIP-848 group write as a failed append would. Loaded by Python at start-up when this
-folder is on PYTHONPATH; nothing of it is in the server's own code."""
+"""Test only (tests/integration/test_handler_faults.py, test_consumer_group_faults.py, test_transactions_crash.py):
+with TEST_FAULT_DIR set, the server's record encoders raise once each time a file named after them appears in
+that directory (the file is removed as the fault fires), as an encoding bug or an unencodable value would; a file
+named "consumer_group_write" fails the next KIP-848 group write as a failed append would; a file named
+"txn_kill_<point>" makes the server SIGKILL itself once at that step of a transaction (see TXN_KILL_POINTS), after
+printing one "groupcoord test fault: SIGKILL at <point> (...)" line. Loaded by Python at start-up when this folder
+is on PYTHONPATH; nothing of it is in the server's own code (the runtime's methods are wrapped from outside)."""
 
 import os
 
@@ -49,3 +51,140 @@ if _dir:
         return _real_write(self, shard, group_id, prefix, outcome, settled)
 
     _cg.ConsumerGroupService._write = _faulty_write
+
+    # --- SIGKILL at a step of a transaction (tests/integration/test_transactions_crash.py) ---------------------
+    # Each flag fires once (removed before the kill, so the restarted server, on the same TEST_FAULT_DIR, runs
+    # on). What is durable at each point:
+    #   txn_kill_before_prepare        a Prepare* record is about to be staged: nothing of EndTxn (or of the
+    #                                  timeout's abort) is written; the transaction is Ongoing in the log.
+    #   txn_kill_after_prepare         the Prepare* record is durable (the core handed over the markers), no
+    #                                  marker is appended yet.
+    #   txn_kill_among_markers         of a transaction with two or more marker partitions exactly one marker is
+    #                                  appended and durable, the others never appended. The flag's content
+    #                                  ("<topic>-<partition>") names the one; empty: the first in the order
+    #                                  the runtime sends them.
+    #   txn_kill_after_txn_offsets     a TxnOffsetCommit's transactional batch is durable in __consumer_offsets,
+    #                                  not answered, and no marker for it is written.
+    import signal as _signal
+
+    from coordinator.core.transactions import records as _txn_records
+    from coordinator.core.transactions.state import TxnState as _TxnState
+    from coordinator.runtime import group_commit as _gc
+    from coordinator.runtime import groups as _groups
+    from coordinator.runtime import transactions as _txn
+    from coordinator.runtime import txn_partitions as _txn_parts
+
+    TXN_KILL_POINTS = ("before_prepare", "after_prepare", "among_markers", "after_txn_offsets")
+
+    def _take_flag(point):  # type: ignore[no-untyped-def]
+        """The flag's content when ``txn_kill_<point>`` exists (it is removed), else None."""
+        flag = os.path.join(_dir, f"txn_kill_{point}")
+        try:
+            with open(flag) as f:
+                content = f.read().strip()
+            os.unlink(flag)
+        except FileNotFoundError:
+            return None
+        return content
+
+    def _die(point, detail):  # type: ignore[no-untyped-def]
+        print(f"groupcoord test fault: SIGKILL at {point} ({detail})", flush=True)
+        os.kill(os.getpid(), _signal.SIGKILL)
+
+    # before_prepare: TransactionService._write of a record whose state is PrepareCommit/PrepareAbort
+    _real_txn_write = _txn.TransactionService._write
+
+    def _txn_write(self, write):  # type: ignore[no-untyped-def]
+        states = [_txn_records.decode_value(v).state for _, v in write.records if v is not None]
+        prepares = [s.kafka_name for s in states if s in (_TxnState.PREPARE_COMMIT, _TxnState.PREPARE_ABORT)]
+        if prepares and _take_flag("before_prepare") is not None:
+            _die("before_prepare", f"{prepares[0]} not written")
+        return _real_txn_write(self, write)
+
+    _txn.TransactionService._write = _txn_write
+
+    # after_prepare and among_markers: TransactionService._send_markers (called once the Prepare* is durable)
+    _real_send_markers = _txn.TransactionService._send_markers
+    _among: dict = {"armed": False, "which": "", "sent": None}
+
+    def _send_markers(self, task):  # type: ignore[no-untyped-def]
+        if _take_flag("after_prepare") is not None:
+            _die("after_prepare", f"{'commit' if task.commit else 'abort'} of {task.txn_id!r} prepared, "
+                                  f"no marker of {len(task.partitions)} written")
+        if len(task.partitions) >= 2:
+            which = _take_flag("among_markers")
+            if which is not None:
+                _among.update(armed=True, which=which, sent=None)
+                try:
+                    return _real_send_markers(self, task)
+                finally:
+                    _among["armed"] = False
+        return _real_send_markers(self, task)
+
+    _txn.TransactionService._send_markers = _send_markers
+
+    def _marker_gate(topic, partition, callback):  # type: ignore[no-untyped-def]
+        """While armed: the callback to use for the marker let through, or None to hold this one back."""
+        if _among["sent"] is not None or (_among["which"] and _among["which"] != f"{topic}-{partition}"):
+            return None
+        _among["sent"] = f"{topic}-{partition}"
+
+        def then(error):  # type: ignore[no-untyped-def]
+            if error is None:
+                _die("among_markers", f"marker on {topic}-{partition} durable, the others not appended")
+            callback(error)
+        return then
+
+    _real_group_marker = _groups.GroupService.write_marker
+
+    def _group_marker(self, shard, producer_id, producer_epoch, commit, coordinator_epoch, callback):  # type: ignore[no-untyped-def]
+        if _among["armed"]:
+            callback = _marker_gate(_txn.OFFSETS_TOPIC, shard, callback)
+            if callback is None:
+                return None
+        return _real_group_marker(self, shard, producer_id, producer_epoch, commit, coordinator_epoch, callback)
+
+    _groups.GroupService.write_marker = _group_marker
+
+    _real_topic_marker = _txn_parts.TxnPartitions.write_marker
+
+    def _topic_marker(self, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,  # type: ignore[no-untyped-def]
+                      callback):
+        if _among["armed"]:
+            callback = _marker_gate(topic, partition, callback)
+            if callback is None:
+                return None
+        return _real_topic_marker(self, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch,
+                                  callback)
+
+    _txn_parts.TxnPartitions.write_marker = _topic_marker
+
+    # after_txn_offsets: the durability callback of GroupService._append_transactional's append
+    _real_append_txn = _groups.GroupService._append_transactional
+    _real_when_durable = _gc.GroupCommit.when_durable
+    _offsets_armed = [False]
+
+    def _append_transactional(self, outcome):  # type: ignore[no-untyped-def]
+        if _take_flag("after_txn_offsets") is None:
+            return _real_append_txn(self, outcome)
+        _offsets_armed[0] = True
+        try:
+            return _real_append_txn(self, outcome)
+        finally:
+            _offsets_armed[0] = False
+
+    _groups.GroupService._append_transactional = _append_transactional
+
+    def _when_durable(self, plog, last_offset, callback):  # type: ignore[no-untyped-def]
+        if _offsets_armed[0]:
+            _offsets_armed[0] = False
+            real_callback = callback
+
+            def callback(error):  # type: ignore[no-untyped-def]
+                if error is None:
+                    _die("after_txn_offsets", f"transactional offsets durable up to offset {last_offset} of "
+                                              f"{os.path.basename(str(plog.directory))}, not answered, no marker")
+                real_callback(error)
+        return _real_when_durable(self, plog, last_offset, callback)
+
+    _gc.GroupCommit.when_durable = _when_durable
