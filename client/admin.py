@@ -13,6 +13,9 @@ Rules:
 - KIP-848 "consumer" groups are described with ConsumerGroupDescribe (69): epochs, assignor and per member
   its epoch and assignment, topic names taken from the response (TopicName) or, for a topic it leaves
   unnamed, from Metadata by topic id (v10+), else shown as the id.
+- Group configs (``describe_group_configs`` / ``alter_group_configs``: DescribeConfigs / IncrementalAlterConfigs
+  of resource type GROUP 32): sent to the group's coordinator (groupcoord stores them with the group; its other
+  nodes answer NOT_COORDINATOR), with the retries above; an error raises KafkaError.
 - ``group_history``: a group's rebalances, newest first, from groupcoord's own DescribeGroups v5+ tagged field
   ``history`` (coordinator/core/rebalance_history.py); a coordinator that does not send it (Kafka, or
   DescribeGroups below v5) gives none.
@@ -35,6 +38,7 @@ from protocol.errors import ErrorCode, error_name
 LIST_GROUPS, DESCRIBE_GROUPS, DELETE_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 16, 15, 42, 19, 20
 CONSUMER_GROUP_DESCRIBE, METADATA = 69, 3
 DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 32, 44, 47
+GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP (Kafka 4's group configs)
 _RETRY_SAME = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _RELOOKUP = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
@@ -389,6 +393,31 @@ class AdminClient:
         (r,) = resp["responses"]
         if r["error_code"]:
             raise KafkaError(f"{name}: {r['error_message'] or error_name(r['error_code'])}")
+
+    def describe_group_configs(self, group_id: str, *, synonyms: bool = False) -> list[dict[str, Any]]:
+        """A group's configs (name, value, config_source: 8 set for the group, 5 the server's); KafkaError for an
+        error."""
+        body = {"resources": [{"resource_type": GROUP_RESOURCE, "resource_name": group_id,
+                               "configuration_keys": None}], "include_synonyms": synonyms,
+                "include_documentation": False}
+        _, resp, _ = self._group_request(group_id, DESCRIBE_CONFIGS, body, lambda r: r["results"][0]["error_code"])
+        (r,) = resp["results"]
+        if r["error_code"]:
+            raise KafkaError(f"{group_id}: {r['error_message'] or error_name(r['error_code'])}")
+        return list(r["configs"])
+
+    def alter_group_configs(self, group_id: str, set_configs: Mapping[str, str] | None = None,
+                            delete: Iterable[str] = (), *, validate_only: bool = False) -> None:
+        """IncrementalAlterConfigs SET and DELETE on one group's configs; KafkaError for an error."""
+        ops = [{"name": k, "config_operation": 0, "value": v} for k, v in (set_configs or {}).items()]
+        ops += [{"name": k, "config_operation": 1, "value": None} for k in delete]
+        body = {"resources": [{"resource_type": GROUP_RESOURCE, "resource_name": group_id, "configs": ops}],
+                "validate_only": validate_only}
+        _, resp, _ = self._group_request(group_id, INCREMENTAL_ALTER_CONFIGS, body,
+                                         lambda r: r["responses"][0]["error_code"])
+        (r,) = resp["responses"]
+        if r["error_code"]:
+            raise KafkaError(f"{group_id}: {r['error_message'] or error_name(r['error_code'])}")
 
     def list_topics(self) -> dict[str, TopicDescription]:
         self.cluster.refresh_metadata(None)

@@ -12,6 +12,9 @@ Rules:
   the command uses it. A bad file is bad usage (exit 2); a refused login is a Kafka error (exit 1).
 - `groups history GROUP` prints the group's recorded rebalances newest first (groupcoord's DescribeGroups
   extension; times in UTC); `--json` prints the same data as one JSON object.
+- `groups config GROUP` prints the group's configs (value and source: DYNAMIC_GROUP_CONFIG when set for the
+  group, DEFAULT_CONFIG the server's); `--set k=v` / `--delete k` (repeatable) change them first
+  (IncrementalAlterConfigs, at the group's coordinator).
 """
 
 from __future__ import annotations
@@ -273,6 +276,21 @@ def groups_delete(admin: AdminClient, args: argparse.Namespace) -> int:
     return 1 if any(r.error_code for r in results) else 0
 
 
+def groups_config(admin: AdminClient, args: argparse.Namespace) -> int:
+    """Describe a group's configs, or change them first (--set / --delete: IncrementalAlterConfigs)."""
+    gid = args.group
+    changes = _key_values(args.set)
+    if changes or args.delete:
+        admin.alter_group_configs(gid, changes, args.delete or ())
+        changed = [f"{k}={v}" for k, v in changes.items()] + [f"{k} (deleted)" for k in args.delete or ()]
+        table(["GROUP", "RESULT"], [(gid, "altered: " + ", ".join(changed))])
+        print()
+    configs = admin.describe_group_configs(gid)
+    table(["CONFIG", "VALUE", "SOURCE"], [(c["name"], c["value"], _SOURCES.get(c["config_source"], "UNKNOWN"))
+                                          for c in configs])
+    return 0
+
+
 def groups_delete_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
     gid = args.group[0]
     if args.partition:
@@ -355,7 +373,7 @@ def groups_reset_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- topics
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
 
 
 def _key_values(pairs: Iterable[str] | None) -> dict[str, str]:
@@ -453,6 +471,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("dst")
     p.add_argument("--execute", action="store_true", help="commit the offsets for DST (default: dry run)")
     p.set_defaults(run=groups_copy)
+    p = common(gsub.add_parser("config", help="a group's configs (offsets.retention.minutes, consumer.session."
+                                              "timeout.ms, consumer.heartbeat.interval.ms); --set/--delete change them"))
+    p.add_argument("group")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="set a config (repeatable)")
+    p.add_argument("--delete", action="append", metavar="KEY", help="back to the server's value (repeatable)")
+    p.set_defaults(run=groups_config)
     p = common(gsub.add_parser("delete-offsets", help="delete a group's committed offsets (KIP-496)"))
     p.add_argument("group", nargs=1)
     p.add_argument("--topic", action="append", required=True)

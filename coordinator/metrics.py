@@ -23,6 +23,8 @@ Rules:
   follower of a partition this node leads is behind its log end). Lag labels are bounded by the
   partitions this node leads times their replicas: topics exist only once created in the cluster, never
   from what a request merely names.
+- ``groupcoord_offsets_expiring_within_day`` (``groups.expiring``, set by the lag sampler): absent until its first
+  computation, then the offsets the next day's retention checks would remove.
 - Transactions (``transactions.source``, single node): ``groupcoord_transactions_ongoing``,
   ``groupcoord_transactions_total{result}``, ``groupcoord_transactions_timed_out_total`` and
   ``groupcoord_partition_lso_lag_records{topic,partition}`` (only partitions with an open transaction: the
@@ -60,6 +62,8 @@ class _GroupCollector:
         # (committed offsets held, offsets.max.committed, commits refused by it so far)
         self.offsets: Callable[[], tuple[int, int, int]] | None = None
         self.stuck: Callable[[], int] | None = None  # runtime/stuck_groups.py
+        # runtime/lag_sampler.py: offsets the next day's retention checks would remove (None: not computed yet)
+        self.expiring: Callable[[], int | None] | None = None
 
     def collect(self):  # type: ignore[no-untyped-def]
         g = GaugeMetricFamily("groupcoord_groups", "Consumer groups by state.", labels=["state"])
@@ -80,6 +84,12 @@ class _GroupCollector:
         yield GaugeMetricFamily("groupcoord_groups_stuck", "Groups waiting for members in a rebalance longer "
                                 "than group.stuck.threshold.ms (default: twice their largest rebalance timeout).",
                                 value=self.stuck() if self.stuck else 0)
+        expiring = self.expiring() if self.expiring else None
+        if expiring is not None:  # absent until the sampler's first computation
+            yield GaugeMetricFamily("groupcoord_offsets_expiring_within_day", "Committed offsets the retention "
+                                    "checks of the next 24 hours would remove if nothing changed (per-group "
+                                    "offsets.retention.minutes included; computed every metrics.lag.interval.ms).",
+                                    value=expiring)
 
 
 class _ClusterCollector:

@@ -44,13 +44,20 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
 - Rebalance history (rebalance_history.py): a group metadata tombstone written by DeleteGroups or the offsets
   expiry takes the group's history records with it (in the same write); DescribeGroups v5+ answers carry each
   group's history in our tagged field ``history`` (protocol/messages/describe_groups.py).
+- Group configs (group_configs.py): ``group_configs(group_id)`` reads a group's overrides (durable ones) and
+  ``alter_group_configs(group_id, change, token, now_ms)`` writes the record ``change(latest overrides)`` makes
+  (the token is completed with ``{"error_code", "error_message"}`` once durable, or with the write's error, or
+  at once with NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for a shard not ACTIVE, INVALID_CONFIG /
+  INVALID_REQUEST for a change refused). DeleteGroups takes a deleted group's configs with it (the tombstone in
+  the same write). ``offsets_expiring(now_ms, within_ms)`` counts, chunk by chunk, the offsets the retention
+  checks of the next ``within_ms`` would remove (the gauge; read-only).
 """
 
 from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from .admin import handle_delete_groups, handle_describe_groups, handle_list_groups, handle_offset_delete
@@ -63,6 +70,10 @@ from .consumer_group.model import Err as CgErr
 from .env import Env
 from .errors import Err
 from .group import DEAD, EMPTY, STABLE, Group
+from .group_configs import InvalidGroupConfig, InvalidGroupConfigRequest
+from .group_configs import encode_key as encode_configs_key
+from .group_configs import encode_value as encode_configs_value
+from .group_configs import forget as forget_configs
 from .join import handle_join
 from .member import DROPPED
 from .membership import handle_heartbeat, handle_leave, handle_sync, heartbeat
@@ -71,6 +82,7 @@ from .offsets import (
     PendingCommit,
     commit_one,
     commit_settled,
+    count_expiring,
     expire_offsets,
     handle_offset_commit,
     handle_offset_fetch,
@@ -91,6 +103,8 @@ from .shard import Shard, ShardStatus
 from .sharding import partition_for
 from .txn_offset_commit import forget_deleted_groups, handle_txn_offset_commit
 from .waits import Waiting, classic_waiting, consumer_waiting
+
+_INVALID_CONFIG = 40  # Kafka's INVALID_CONFIG (only the group configs answer it)
 
 # api key -> (name, lowest version, highest version) served by the core
 SUPPORTED_APIS: dict[int, tuple[str, int, int]] = {
@@ -212,6 +226,28 @@ def _attach_history(env: Env, fx: Effects, token: object) -> None:
                 g["history"] = history
 
 
+def _forget_deleted_configs(env: Env, fx: Effects, token: object) -> None:
+    """DeleteGroups: the configs of every group it deleted go in the same write (a failed write answers those
+    groups the error, as admin.handle_delete_groups does for the groups whose deletion wrote records)."""
+    response = next((r for t, r in fx.completions if t is token), None)
+    if response is None:
+        return
+    deleted = [r["group_id"] for r in response["results"] if r["error_code"] == 0 and r["group_id"] is not None]
+    wrote = bool(fx.records)
+    for gid in deleted:
+        shard = env.shard_of(gid)
+        for key in forget_configs(shard.configs, gid):
+            fx.write(shard.shard_id, key, None)
+    if fx.records and not wrote:  # only configs to remove: nothing else registered the failure's answer
+        results = response["results"]
+
+        def on_fail(fail_fx: Effects, error: int) -> None:
+            fail_fx.complete(token, {"results": [{"group_id": r["group_id"], "error_code": error
+                                                  if r["group_id"] in deleted else r["error_code"]} for r in results]})
+
+        fx.on_fail(on_fail)
+
+
 class SeededIds:
     """Deterministic UUID-4-shaped id generator (inject ``lambda: str(uuid.uuid4())`` in production)."""
 
@@ -314,6 +350,7 @@ class Coordinator:
             if api_key == 42:
                 forget_deleted_groups(self._env, request.get("groups_names") or ())
                 tombstone_deleted([s.history for s in self._env.shards], fx)
+                _forget_deleted_configs(self._env, fx, token)
             elif api_key == 15 and version >= 5:
                 _attach_history(self._env, fx, token)
         if fx.producer is None and self._may_be_due(now_ms):  # a transactional batch holds nothing else
@@ -683,6 +720,56 @@ class Coordinator:
         write itself (a consumer group replacing an empty classic group, runtime/consumer_groups.py)."""
         shard = self._env.shard_of(group_id)
         return [(key, None) for key in forget(shard.history, group_id)]
+
+    def group_configs(self, group_id: str) -> dict[str, str] | Err:
+        """The group's config overrides (durable ones), or the shard's status error (not ACTIVE here)."""
+        error = self._env.status_error(group_id)
+        return error if error is not None else self._env.shard_of(group_id).configs.of(group_id)
+
+    def alter_group_configs(self, group_id: str, change: Callable[[dict[str, str]], Mapping[str, str]],
+                            token: object, now_ms: int) -> Outcome:
+        """Write the group's new overrides, ``change`` of its latest ones (see the module rules)."""
+        self._epoch += 1
+        fx = Effects(now_ms)
+        error = self._env.status_error(group_id)
+        if error is not None:
+            fx.complete(token, {"error_code": int(error), "error_message": None})
+            return self._finish(fx)
+        configs = self._env.shard_of(group_id).configs
+        try:
+            new = dict(change(configs.latest(group_id)))
+        except InvalidGroupConfig as e:
+            fx.complete(token, {"error_code": _INVALID_CONFIG, "error_message": str(e)})
+            return self._finish(fx)
+        except InvalidGroupConfigRequest as e:
+            fx.complete(token, {"error_code": int(Err.INVALID_REQUEST), "error_message": str(e)})
+            return self._finish(fx)
+        key, value = encode_configs_key(group_id), encode_configs_value(new)  # encoded before anything changes
+        ticket = configs.stage(group_id, new)
+        fx.write(self.shard_for(group_id), key, value)
+        fx.complete(token, {"error_code": 0, "error_message": None})
+
+        def on_fail(fail_fx: Effects, error: int) -> None:
+            configs.unstage(group_id, ticket)
+            fail_fx.complete(token, {"error_code": error, "error_message": None})
+
+        fx.on_done(lambda _fx: configs.unstage(group_id, ticket))
+        fx.on_fail(on_fail)
+        return self._finish(fx)
+
+    def offsets_expiring(self, now_ms: int, within_ms: int, chunk: int = 2000) -> Iterator[int]:
+        """Offsets the retention checks of the next ``within_ms`` would remove, counted ``chunk`` groups at a
+        time (each count yielded: the caller may yield to others between chunks; groups that went meanwhile
+        are skipped)."""
+        env = self._env
+        for shard in env.shards:
+            if shard.status is not ShardStatus.ACTIVE:
+                continue
+            ids = list(shard.groups)
+            for i in range(0, len(ids), chunk):
+                if shard.status is not ShardStatus.ACTIVE:
+                    break
+                yield count_expiring(env, shard, ids[i:i + chunk], now_ms, within_ms)
 
     def rebalance_history(self, group_id: str) -> list[Rebalance]:
         """The group's recorded rebalances, newest first (empty when its shard is not ACTIVE)."""

@@ -26,6 +26,11 @@ offsets of topics no member subscribes to, by commit time; a simple group (no pr
 commit time; an explicit v2-4 retention time sets a per-offset expire timestamp (clamped to int64: a
 retention too far to represent never expires). Pending transactional offsets (``shard.txn``) are never
 expired, nor is the offset of a partition that has one, nor a group that has any (Kafka's hasOffsets).
+Per-group retention (``group_configs``, ours): a group's ``offsets.retention.minutes`` replaces the server's for
+it; -1: none of its offsets expire (explicit v2-4 expire times included). A group the expiry removes takes its
+configs with it (their tombstone in the same write), unless a KIP-848 consumer group of that id remains.
+``count_expiring``: how many offsets the checks of the next ``within_ms`` would remove if nothing changed (the
+same rules evaluated at now + within_ms; the gauge).
 Bound (offsets.max.committed, ours; ``_Room``): a partition the group has no offset for is refused with
 POLICY_VIOLATION (others in the request commit) once all shards hold the bound's entries; a group that has
 offsets may go 10% past it. Replacing an existing offset is never refused.
@@ -43,6 +48,7 @@ from typing import NamedTuple
 from .env import Env
 from .errors import Err
 from .group import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group
+from .group_configs import forget as forget_configs
 from .outcome import Effects
 from .rebalance import schedule_session
 from .records import OffsetCommitValue, encode_group_key, encode_offset_key, encode_offset_value
@@ -317,10 +323,11 @@ def _fetch_group(env: Env, group_id: str, requested: list[dict] | None,
 # ---------------------------------------------------------------- retention
 
 def expire_offsets(env: Env, fx: Effects, shard: Shard) -> None:
-    now, retention = fx.now_ms, env.cfg.offsets_retention_ms
-    store = shard.offsets
+    now, default = fx.now_ms, env.cfg.offsets_retention_ms
+    store, configs = shard.offsets, shard.configs
     for group_id, group in list(shard.groups.items()):
-        if store.has_group(group_id):
+        retention = configs.retention_ms(group_id, default) if configs.values else default
+        if retention is not None and store.has_group(group_id):
             for tp in _expired(shard, group, store.group_items(group_id), now, retention):
                 store.delete(group_id, tp[0], tp[1])
                 fx.write(shard.shard_id, encode_offset_key(group_id, tp[0], tp[1]), None)
@@ -330,6 +337,25 @@ def expire_offsets(env: Env, fx: Effects, shard: Shard) -> None:
             del shard.groups[group_id]
             if group.generation > 0:
                 fx.write(shard.shard_id, encode_group_key(group_id), None)
+            if group_id not in shard.consumer.groups:
+                for key in forget_configs(configs, group_id):
+                    fx.write(shard.shard_id, key, None)
+
+
+def count_expiring(env: Env, shard: Shard, group_ids: list[str], now_ms: int, within_ms: int) -> int:
+    """How many offsets of ``group_ids`` the retention checks up to ``now_ms + within_ms`` would remove, if
+    nothing else changed (read-only: ``expire_offsets``' rules at that time)."""
+    at, default = now_ms + within_ms, env.cfg.offsets_retention_ms
+    store, configs = shard.offsets, shard.configs
+    n = 0
+    for group_id in group_ids:
+        group = shard.groups.get(group_id)
+        if group is None or not store.has_group(group_id):
+            continue
+        retention = configs.retention_ms(group_id, default) if configs.values else default
+        if retention is not None:
+            n += len(_expired(shard, group, store.group_items(group_id), at, retention))
+    return n
 
 
 def _expired(shard: Shard, group: Group, offsets: list[tuple[tuple[str, int], OffsetCommitValue]], now: int,

@@ -26,6 +26,9 @@ Rules:
   (ReplayError) is refused as an undecodable one (RecordError, a ValueError: logged and skipped at load).
 - ``history`` holds the rebalance histories (``rebalance_history.History``): their records (our key version
   1000) always apply, at load, while following and after each durable write.
+- ``configs`` holds the per-group configs (``group_configs.GroupConfigs``): their records (our key version
+  1001) always apply likewise; the shard's consumer groups read their session timeout and heartbeat interval
+  overrides there (``ConsumerGroups.group_config``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from .consumer_group import ConsumerGroupConfig, ConsumerGroups
 from .consumer_group import records as cg_records
 from .consumer_group.model import ReplayError
 from .group import EMPTY, STABLE, Group
+from .group_configs import GroupConfigs, is_configs_key
 from .member import Member
 from .offset_store import OffsetStore
 from .rebalance_history import History, is_history_key
@@ -67,7 +71,8 @@ REPLAYING = frozenset((ShardStatus.LOADING, ShardStatus.FOLLOWING))  # group met
 
 
 class Shard:
-    __slots__ = ("consumer", "groups", "history", "offsets", "pending_commits", "shard_id", "status", "txn")
+    __slots__ = ("configs", "consumer", "groups", "history", "offsets", "pending_commits", "shard_id", "status",
+                 "txn")
 
     def __init__(self, shard_id: int, consumer: ConsumerGroupConfig | None = None) -> None:
         self.shard_id = shard_id
@@ -78,6 +83,8 @@ class Shard:
         self.txn = TxnOffsets()
         self.consumer = ConsumerGroups(consumer)
         self.history = History()
+        self.configs = GroupConfigs()
+        self.consumer.group_config = self.configs.int_value
 
     def reset(self, status: ShardStatus) -> None:
         self.status = status
@@ -88,6 +95,8 @@ class Shard:
         self.consumer = ConsumerGroups(self.consumer.config, new_member_id=self.consumer.new_member_id,
                                        assignors=self.consumer.assignors)
         self.history = History()
+        self.configs = GroupConfigs()
+        self.consumer.group_config = self.configs.int_value
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         offset_key = decode_offset_key(key)  # the hot path (a load replays ~1M of these): no key object
@@ -136,6 +145,9 @@ class Shard:
     def _replay_other(self, key: bytes, value: bytes | None) -> None:
         if is_history_key(key):  # ours: a rebalance of a group's history (rebalance_history.py)
             self.history.replay(key, value)
+            return
+        if is_configs_key(key):  # ours: a group's configs (group_configs.py)
+            self.configs.replay(key, value)
             return
         if len(key) >= 2 and key[0] == 0 and (3 <= key[1] <= 8 or key[1] == 16):  # a consumer-group record
             record = cg_records.decode_record(key, value)

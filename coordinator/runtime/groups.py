@@ -26,6 +26,8 @@ Rules:
 - Timers: one task sleeps until the core's next deadline (re-armed after every call) and fires them.
 - ``now_ms`` is wall-clock milliseconds (commit timestamps and retention outlive the process).
 - OffsetDelete's partitions are checked against the hosted topics here (``unknown_partitions``).
+- Group configs (``alter_group_configs``, for configs.py): the core's record goes through ``apply`` like any
+  outcome, and the caller's answer waits until it is durable (replicated in cluster mode) or failed.
 - FindCoordinator is answered here: a single node coordinates every group (key type 0) and every
   transactional id (key type 1, when ``verify_txn`` is set: transactions are served); in cluster mode the
   leader of the key's ``__consumer_offsets`` / ``__transaction_state`` partition (created on first use).
@@ -69,6 +71,7 @@ from coordinator.core.config import GroupConfig
 from coordinator.core.consumer_group import ConsumerGroupConfig
 from coordinator.core.coordinator import Coordinator, HeartbeatLease
 from coordinator.core.errors import Err
+from coordinator.core.group_configs import Limits
 from coordinator.core.offsets import PendingCommit
 from coordinator.core.outcome import Outcome
 from coordinator.core.shard import ShardStatus
@@ -144,6 +147,33 @@ def consumer_group_config(cfg: Any) -> ConsumerGroupConfig:
                                                              d.heartbeat_interval_ms),
                                max_size=cfg.get("group.consumer.max.size", d.max_size),
                                assignors=split_list(cfg.get("group.consumer.assignors", ",".join(d.assignors))))
+
+
+def group_config_limits(cfg: Any) -> Limits:
+    """The server's values behind the per-group configs (coordinator/core/group_configs.py)."""
+    d = Limits()
+    return Limits(*(cfg.get(k, getattr(d, f)) for k, f in (
+        ("offsets.retention.minutes", "retention_minutes"),
+        ("group.consumer.session.timeout.ms", "session_timeout_ms"),
+        ("group.consumer.min.session.timeout.ms", "min_session_timeout_ms"),
+        ("group.consumer.max.session.timeout.ms", "max_session_timeout_ms"),
+        ("group.consumer.heartbeat.interval.ms", "heartbeat_interval_ms"),
+        ("group.consumer.min.heartbeat.interval.ms", "min_heartbeat_interval_ms"),
+        ("group.consumer.max.heartbeat.interval.ms", "max_heartbeat_interval_ms"))))
+
+
+class _ConfigsAnswer:
+    """The token of one ``alter_group_configs``: the core completes it like a request's slot."""
+
+    api_key = 44
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: dict[str, Any] = {}
+
+    def complete(self, response: dict[str, Any]) -> None:
+        self.response = response
+        self.event.set()
 
 
 TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this server"
@@ -626,6 +656,15 @@ class GroupService:
         slots = self._by_conn.pop(conn, None)
         if slots:
             self.core.connection_closed([s for s in slots if not s.done])
+
+    # ---------------------------------------------------------------- group configs
+    async def alter_group_configs(self, group_id: str, change: Callable[[dict[str, str]], dict[str, str]]
+                                  ) -> tuple[int, str | None]:
+        """Write the group's new configs (``change`` of its latest); (error code, message) once durable."""
+        answer = _ConfigsAnswer()
+        self.apply(self.core.alter_group_configs(group_id, change, answer, now_ms()))
+        await answer.event.wait()
+        return answer.response.get("error_code", ErrorCode.UNKNOWN_SERVER_ERROR), answer.response.get("error_message")
 
     # ---------------------------------------------------------------- outcomes
     def _rearm_if_earlier(self) -> None:

@@ -16,6 +16,10 @@ Rules:
   thread (the first record at or past it), or in a cluster from the leader of a partition this node does not
   host (``lag_remote``: Fetches of at most ``READ_BYTES`` per partition), for the groups with series of their own only, and remembered
   (``TIMESTAMP_CACHE`` entries, oldest dropped first): a committed offset's record does not change.
+- Offsets retention (issue #37 item 5): each round also counts the committed offsets the retention checks of the
+  next day would remove (``Coordinator.offsets_expiring``, ``SCAN_CHUNK`` groups between checkpoints; per-group
+  retention included) into ``expiring``, the gauge ``groupcoord_offsets_expiring_within_day``. The sampler
+  installs it in the metrics it finds through the topic service's broker (``groups.expiring``).
 - The metrics thread reads ``latest`` (one reference, replaced whole) at scrape time. Before the first scan,
   and on a node with nothing committed, there are no lag series.
 """
@@ -46,6 +50,7 @@ log = logging.getLogger("groupcoord.lag")
 SCAN_CHUNK = 2_000  # groups scanned between two trio checkpoints
 TIMESTAMP_CACHE = 100_000
 COST_FACTOR = 10  # the interval is at least this many times the last computation
+DAY_MS = 86_400_000
 
 
 class LagSampler:
@@ -61,6 +66,10 @@ class LagSampler:
         self._remote: dict[tuple[str, int], int] = {}  # ends the leaders told the last scan
         cluster = getattr(topics, "cluster", None)
         replication = getattr(cluster, "replication", None) if cluster is not None else None
+        self.expiring: int | None = None  # offsets due to expire within a day (None: not computed yet)
+        metrics = getattr(getattr(topics, "broker", None), "metrics", None)
+        if metrics is not None:
+            metrics.groups.expiring = lambda: self.expiring
         self.remote: Any = None
         if replication is not None:  # cluster mode only: single-node mode never imports the cluster packages
             from coordinator.runtime.lag_remote import RemoteLeaders
@@ -74,6 +83,9 @@ class LagSampler:
                 continue
             try:
                 await self.sample()
+                started = time.perf_counter()
+                await self.sample_expiring()
+                self.last_scan_s += time.perf_counter() - started
             except Exception:  # the gauges must never take the server down
                 log.exception("computing the lag gauges failed")
 
@@ -110,6 +122,15 @@ class LagSampler:
         self.latest = out
         self.last_scan_s = time.perf_counter() - started
         return out
+
+    async def sample_expiring(self) -> int:
+        """Offsets the next day's retention checks would remove (see the rules); published in ``expiring``."""
+        total = 0
+        for n in self.core.offsets_expiring(int(time.time() * 1000), DAY_MS, SCAN_CHUNK):
+            total += n
+            await trio.lowlevel.checkpoint()
+        self.expiring = total
+        return total
 
     def ends(self) -> dict[tuple[str, int], int]:
         """The end of every topic partition this node hosts (see the rules)."""

@@ -35,6 +35,10 @@ Rules:
   (KAFKA-19233, after 4.0); regexes are resolved in the heartbeat that needs it (Kafka: on a background
   executor, then a write of its own) and the record's Version is a fingerprint of the topic snapshot
   (Kafka: the metadata image offset). Classic-protocol members and migration are a later slice.
+- Per-group configs (Kafka 4's GroupConfig; ``group_configs.py``): a group's ``consumer.session.timeout.ms`` and
+  ``consumer.heartbeat.interval.ms`` override the server's (``group_config``, set by the shard), read on each
+  heartbeat (the session deadline it arms, the interval it answers) and at load: a change reaches each member
+  from its next heartbeat.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ from coordinator.core.consumer_group.regex import (
 )
 
 LEAVE_EPOCH = -1
+SESSION_TIMEOUT_KEY = "consumer.session.timeout.ms"  # Kafka 4's group config keys (group_configs.py)
+HEARTBEAT_INTERVAL_KEY = "consumer.heartbeat.interval.ms"
 STATIC_LEAVE_EPOCH = -2
 UNKNOWN_SERVER_ERROR_MESSAGE = "The server experienced an unexpected error when processing the request."
 
@@ -109,6 +115,10 @@ class HeartbeatOutcome:
     deadlines: list[Deadline] = field(default_factory=list)
 
 
+def _no_override(group_id: str, key: str) -> int | None:
+    return None
+
+
 def random_member_id() -> str:
     """Java's Uuid.randomUuid().toString(): 22 URL-safe base64 characters."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
@@ -128,6 +138,16 @@ class ConsumerGroups:
         impls = BUILTIN if assignors is None else assignors
         self.assignors = {name: impls[name] for name in self.config.assignors}
         self.groups: dict[str, ConsumerGroup] = {}
+        # (group id, key) -> the group's override of a group config, None without one (Shard sets it)
+        self.group_config: Callable[[str, str], int | None] = _no_override
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        value = self.group_config(group_id, SESSION_TIMEOUT_KEY)
+        return self.config.session_timeout_ms if value is None else value
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        value = self.group_config(group_id, HEARTBEAT_INTERVAL_KEY)
+        return self.config.heartbeat_interval_ms if value is None else value
 
     # ------------------------------------------------------------ replay
     def replay(self, record: R.Record) -> None:
@@ -312,13 +332,13 @@ class ConsumerGroups:
                                           now_ms + reconciled.rebalance_timeout_ms, reconciled.member_epoch))
             else:
                 deadlines.append(Deadline("rebalance", group_id, member_id, None))
-        deadlines.append(Deadline("session", group_id, member_id, now_ms + self.config.session_timeout_ms))
+        deadlines.append(Deadline("session", group_id, member_id, now_ms + self.session_timeout_ms(group_id)))
 
         full = epoch == 0 or (req.get("rebalance_timeout_ms", -1) != -1
                               and req.get("subscribed_topic_names") is not None and owned is not None)
         response = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "member_id": member_id,
                     "member_epoch": reconciled.member_epoch,
-                    "heartbeat_interval_ms": self.config.heartbeat_interval_ms, "assignment": None}
+                    "heartbeat_interval_ms": self.heartbeat_interval_ms(group_id), "assignment": None}
         if full or reconciled.assigned != member.assigned:
             response["assignment"] = {"topic_partitions": to_wire(reconciled.assigned)}
         return HeartbeatOutcome(response, records, deadlines)
@@ -440,7 +460,8 @@ class ConsumerGroups:
         out = []
         for group in self.groups.values():
             for m in group.members.values():
-                out.append(Deadline("session", group.group_id, m.member_id, now_ms + self.config.session_timeout_ms))
+                out.append(Deadline("session", group.group_id, m.member_id,
+                                    now_ms + self.session_timeout_ms(group.group_id)))
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     out.append(Deadline("rebalance", group.group_id, m.member_id,
                                         now_ms + m.rebalance_timeout_ms, m.member_epoch))

@@ -20,7 +20,8 @@ Rules:
   Describe/Group; ListGroups Describe/Cluster or per group; CreateTopics Create/Cluster or Create/Topic;
   DeleteTopics Delete/Topic; InitProducerId IdempotentWrite/Cluster or Write on some Topic;
   OffsetForLeaderEpoch ClusterAction/Cluster or Describe/Topic; DescribeConfigs DescribeConfigs on the
-  Topic (29) or Cluster (31); AlterConfigs and IncrementalAlterConfigs AlterConfigs likewise;
+  Topic (29), the Group (30, Kafka 4's group configs) or Cluster (31); AlterConfigs and
+  IncrementalAlterConfigs AlterConfigs likewise;
   CreatePartitions Alter/Topic; DeleteGroups Delete/Group; OffsetDelete Delete/Group then Read/Topic;
   DescribeAcls Describe/Cluster, CreateAcls/DeleteAcls Alter/Cluster; Describe/AlterUserScramCredentials
   Describe/Alter on Cluster. ApiVersions, SaslHandshake and SaslAuthenticate need nothing.
@@ -53,7 +54,7 @@ TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED = (ErrorCode.TOPIC_AUTHORIZATION_FAIL
                                               ErrorCode.GROUP_AUTHORIZATION_FAILED,
                                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8  # DescribeConfigs resource types
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32  # DescribeConfigs resource types
 
 
 class Context:
@@ -516,7 +517,7 @@ def _create_partitions(request: Request, slot: Slot, acl: Acl, ctx: Context) -> 
 
 def _configs(op: int, field: str) -> Rule:
     """DescribeConfigs (results) and (Incremental)AlterConfigs (responses): per resource, a topic's needs
-    ``op`` on it (29), the broker's and its loggers' on the cluster (31)."""
+    ``op`` on it (29), a group's on the group (30), the broker's and its loggers' on the cluster (31)."""
 
     def rule(request: Request, slot: Slot, acl: Acl, ctx: Context) -> bool:
         body = request.body
@@ -527,6 +528,8 @@ def _configs(op: int, field: str) -> Rule:
                 ok, code = acl(op, Res.TOPIC, name), TOPIC_DENIED
             elif kind in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
                 ok, code = _cluster(acl, op), CLUSTER_DENIED
+            elif kind == CONFIG_GROUP:  # Kafka 4's group configs (ConfigHelper / AuthHelper)
+                ok, code = acl(op, Res.GROUP, name), GROUP_DENIED
             else:
                 ok, code = True, 0
             (kept if ok else denied).append((r, code))
