@@ -87,6 +87,17 @@ $(SPARK_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[dev,cluster,spark]'
 	touch $(SPARK_STAMP)
 
+# The npm project of the JavaScript client tests (tests/compat/js), from its lock file. CKJS_LINKING=dynamic: when
+# @confluentinc/kafka-javascript's prebuilt addon cannot be downloaded (from github.com), node-pre-gyp builds
+# librdkafka from the bundled source against the system's OpenSSL and zlib (~2 min on 2 cores), instead of
+# its default static build, which downloads OpenSSL, zlib, zstd and curl sources from github.com too.
+JS_DIR   := tests/compat/js
+JS_STAMP := $(JS_DIR)/node_modules/.installed
+
+$(JS_STAMP): $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	cd $(JS_DIR) && CKJS_LINKING=dynamic npm ci --no-audit --no-fund
+	touch $(JS_STAMP)
+
 # `make test`: the whole suite in two phases, one command, green only when both are (issue #35 item 7):
 #  1. on pytest-xdist workers. Most tests wait on clocks (server starts, session timeouts, rebalances): on 2
 #     cores 6 workers took 5-6 min, 4 took 7-8, the serial suite 15-16; 8 gained little more and load the
@@ -103,7 +114,7 @@ $(SPARK_STAMP): $(STAMP)
 # each), so the test targets unset it.
 TEST_WORKERS ?= auto
 PYTEST  := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q
-test: compile $(APT_STAMP) $(SPARK_STAMP)
+test: compile $(APT_STAMP) $(SPARK_STAMP) $(JS_STAMP)
 	@t0=$$(date +%s); \
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup --phase parallel $(ARGS); rc1=$$?; \
 	t1=$$(date +%s); rc2=5; \

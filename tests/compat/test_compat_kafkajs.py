@@ -5,6 +5,7 @@ kafkajs is installed into tests/compat/js/node_modules from the pinned package.j
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,8 +21,10 @@ def _node() -> str:
     node, npm = shutil.which("node"), shutil.which("npm")
     assert node and npm, "node and npm must be installed"
     if not (JS / "node_modules" / "kafkajs" / "package.json").exists():
+        # CKJS_LINKING=dynamic: the project also holds @confluentinc/kafka-javascript (test_kip848_js_clients), whose
+        # addon is built from its bundled librdkafka when its prebuilt binary cannot be downloaded (Makefile)
         done = subprocess.run([npm, "install", "--no-audit", "--no-fund"], cwd=JS, capture_output=True, check=False,
-                              text=True, timeout=180)
+                              text=True, timeout=900, env=dict(os.environ, CKJS_LINKING="dynamic"))
         assert done.returncode == 0, done.stderr
     return node
 
