@@ -19,6 +19,11 @@ Rules:
 - ``group_history``: a group's rebalances, newest first, from groupcoord's own DescribeGroups v5+ tagged field
   ``history`` (coordinator/core/rebalance_history.py); a coordinator that does not send it (Kafka, or
   DescribeGroups below v5) gives none.
+- ``offset_history``: a group's last commits per partition (``offsets.history.size``), newest first, from
+  groupcoord's own DescribeGroups v5+ tagged field ``offset_history`` (asked for with our request tag
+  ``include_offset_history``) (coordinator/core/offset_history.py); ``OffsetHistory.at(ms)`` is what the group had
+  committed at that time per partition (the newest kept commit at or before it; a partition whose kept commits all
+  came later is left out: the history does not reach back that far).
 """
 
 from __future__ import annotations
@@ -133,6 +138,42 @@ class GroupHistory:
     @property
     def error(self) -> str | None:
         return error_name(self.error_code) if self.error_code else None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitEntry:
+    """One kept commit of a partition (groupcoord's DescribeGroups extension, ``offsets.history.size``)."""
+
+    seq: int
+    offset: int
+    commit_ms: int
+    generation: int
+    member_id: str
+    client_id: str
+    client_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetHistory:
+    group_id: str
+    state: str
+    partitions: dict[TopicPartition, list[OffsetCommitEntry]]  # each newest first
+    coordinator: Node | None
+    error_code: int = 0
+    described_version: int = 0  # the DescribeGroups version: below 5 no history can come
+
+    @property
+    def error(self) -> str | None:
+        return error_name(self.error_code) if self.error_code else None
+
+    def at(self, ms: int) -> dict[TopicPartition, OffsetCommitEntry]:
+        """Per partition, the newest kept commit at or before ``ms`` (module rules)."""
+        out: dict[TopicPartition, OffsetCommitEntry] = {}
+        for tp, entries in self.partitions.items():
+            found = next((e for e in entries if e.commit_ms <= ms), None)
+            if found is not None:
+                out[tp] = found
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +323,19 @@ class AdminClient:
                                   tuple(e["left"]))
                    for e in g.get("history") or ()]
         return GroupHistory(g["group_id"], g["group_state"], entries, node, g["error_code"], version)
+
+    def offset_history(self, group_id: str) -> OffsetHistory:
+        """The group's kept commits per partition, newest first (module rules)."""
+        version, resp, node = self._group_request(
+            group_id, DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False,
+                                        "include_offset_history": True},
+            lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
+        g = resp["groups"][0]
+        partitions = {TopicPartition(t["name"], p["partition_index"]): [
+            OffsetCommitEntry(e["seq"], e["committed_offset"], e["commit_timestamp"], e["generation"], e["member_id"],
+                              e["client_id"], e["client_host"]) for e in p["entries"]]
+            for t in g.get("offset_history") or () for p in t["partitions"]}
+        return OffsetHistory(g["group_id"], g["group_state"], partitions, node, g["error_code"], version)
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
         """KIP-848 groups, one ConsumerGroupDescribe per group (to its coordinator). A node without API 69

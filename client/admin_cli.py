@@ -5,7 +5,13 @@ Rules:
   (default 127.0.0.1:9092), plain column-aligned tables on stdout, errors as one line on stderr with a
   non-zero exit status (1 for a Kafka error, 2 for bad usage).
 - Reset-offsets is a dry run unless `--execute` is given, and only applies to a group with no members
-  (Kafka refuses to move a live group's offsets).
+  (Kafka refuses to move a live group's offsets). Its commits go out with the client id
+  `groupcoord-reset-offsets/<OS user>`, so the offset history records who reset.
+- `groups offsets GROUP --history` prints the group's last commits per partition instead (groupcoord's
+  DescribeGroups extension, `offsets.history.size`; newest first, times in UTC, with generation, member, client id
+  and host). `reset-offsets GROUP --to-commit-time ISO-TIME` sets each partition (of the `--topic`s given, else of
+  every partition in the history) to what the group had committed at that time: the newest kept commit at or
+  before it; a partition whose kept commits all came later keeps its offset and is shown as such.
 - Everything goes over the wire through the client package; nothing reads the server's files.
 - Every command takes `--command-config FILE`, Kafka's client properties file (security.protocol,
   sasl.mechanism, sasl.jaas.config, ssl.truststore.location...; ``client.security``): every connection of
@@ -20,6 +26,7 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -185,6 +192,8 @@ def groups_history(admin: AdminClient, args: argparse.Namespace) -> int:
 
 
 def groups_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
+    if args.history:
+        return max(_offset_history(admin, gid) for gid in args.group)
     from client.range_reader import RangeReader
 
     rc = 0
@@ -197,6 +206,22 @@ def groups_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
     finally:
         reader.close()
     return rc
+
+
+def _offset_history(admin: AdminClient, gid: str) -> int:
+    h = admin.offset_history(gid)
+    if h.error_code:
+        print(f"groupcoord: group {gid}: {h.error}", file=sys.stderr)
+        return 1
+    print(f"GROUP {gid}  STATE {h.state}  COORDINATOR {_coordinator_text(h.coordinator)}  "
+          f"PARTITIONS {len(h.partitions)}  (commits newest first)")
+    table(["TOPIC", "PARTITION", "SEQ", "OFFSET", "COMMITTED", "GENERATION", "MEMBER", "CLIENT-ID", "HOST"],
+          [(tp.topic, tp.partition, e.seq, e.offset, _utc(e.commit_ms), e.generation, e.member_id or "-",
+            e.client_id or "-", e.client_host or "-") for tp, entries in sorted(h.partitions.items()) for e in entries])
+    if not h.partitions and h.described_version < 5:
+        print("(this coordinator sends no offset history: DescribeGroups below v5)")
+    print()
+    return 0
 
 
 def _group_offsets(admin: AdminClient, reader: Any, gid: str) -> None:
@@ -313,11 +338,11 @@ def groups_delete_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
     return 1 if any(results.values()) else 0
 
 
-def _parse_time(text: str) -> int:
+def _parse_time(text: str, option: str = "--to-datetime") -> int:
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:
-        raise SystemExit(f"groupcoord: --to-datetime wants an ISO time like 2026-11-21T10:00:00, got {text!r}") from None
+        raise SystemExit(f"groupcoord: {option} wants an ISO time like 2026-11-21T10:00:00, got {text!r}") from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
@@ -330,6 +355,11 @@ def groups_reset_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
         print(f"groupcoord: group {gid} has {len(desc.members)} active members (state {desc.state}); stop them "
               "before resetting offsets", file=sys.stderr)
         return 1
+    if args.to_commit_time:
+        return _reset_to_commit_time(admin, args, gid)
+    if not args.topic:
+        print("groupcoord: reset-offsets needs --topic (but with --to-commit-time)", file=sys.stderr)
+        return 2
     admin.cluster.refresh_metadata(args.topic)
     counts = admin.cluster.partition_counts(args.topic)
     tps = [TopicPartition(t, p) for t in args.topic for p in range(counts.get(t, 0))]
@@ -356,6 +386,10 @@ def groups_reset_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
     if not args.execute:
         print("(dry run: add --execute to commit these offsets)")
         return 0
+    return _commit_reset(admin, gid, target)
+
+
+def _commit_reset(admin: AdminClient, gid: str, target: dict[TopicPartition, int]) -> int:
     node = admin.cluster.find_coordinator(gid)
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp, off in target.items():
@@ -369,6 +403,40 @@ def groups_reset_offsets(admin: AdminClient, args: argparse.Namespace) -> int:
     for t, p, code in errors:
         print(f"groupcoord: {t}-{p}: {error_name(code)}", file=sys.stderr)
     return 1 if errors else 0
+
+
+def _reset_to_commit_time(admin: AdminClient, args: argparse.Namespace, gid: str) -> int:
+    """Each partition back to what the group had committed at --to-commit-time (the offset history's)."""
+    at_ms = _parse_time(args.to_commit_time, "--to-commit-time")
+    h = admin.offset_history(gid)
+    if h.error_code:
+        print(f"groupcoord: group {gid}: {h.error}", file=sys.stderr)
+        return 1
+    if not h.partitions:
+        print(f"groupcoord: group {gid} has no offset history (offsets.history.size 0, or no commits kept)",
+              file=sys.stderr)
+        return 1
+    wanted = set(args.topic or ())
+    tps = sorted(tp for tp in h.partitions if not wanted or tp.topic in wanted)
+    current = admin.list_group_offsets(gid, tps) if tps else {}
+    then = h.at(at_ms)
+    rows = []
+    for tp in tps:
+        e = then.get(tp)
+        rows.append((tp.topic, tp.partition, current[tp].offset if tp in current else None,
+                     e.offset if e is not None else None, _utc(e.commit_ms) if e is not None else
+                     "(no kept commit at or before that time: unchanged)",
+                     None if e is None else f"{e.member_id or '-'} {e.client_id or '-'} {e.client_host or '-'}"))
+    table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "COMMITTED-AT", "COMMITTED-BY"], rows)
+    target = {tp: then[tp].offset for tp in tps if tp in then}
+    if not target:
+        print(f"groupcoord: no partition of {gid} has a kept commit at or before {args.to_commit_time}",
+              file=sys.stderr)
+        return 1
+    if not args.execute:
+        print("(dry run: add --execute to commit these offsets)")
+        return 0
+    return _commit_reset(admin, gid, target)
 
 
 # ---------------------------------------------------------------------------- topics
@@ -451,20 +519,26 @@ def add_parsers(sub: Any) -> None:
         p = common(gsub.add_parser(name, help=helptext))
         p.add_argument("group", nargs="+")
         p.set_defaults(run=fn)
+        if name == "offsets":
+            p.add_argument("--history", action="store_true", help="the last commits of each partition instead, "
+                           "newest first, with who committed (offsets.history.size)")
     p = common(gsub.add_parser("history", help="the group's last rebalances, newest first (group.history.size)"))
     p.add_argument("group", nargs=1)
     p.add_argument("--json", action="store_true", help="the same data as JSON")
     p.set_defaults(run=groups_history)
     p = common(gsub.add_parser("reset-offsets", help="move an inactive group's offsets (dry run by default)"))
     p.add_argument("group", nargs=1)
-    p.add_argument("--topic", action="append", required=True)
+    p.add_argument("--topic", action="append", help="required but with --to-commit-time (default there: every "
+                   "partition in the offset history)")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--to-earliest", action="store_true")
     how.add_argument("--to-latest", action="store_true")
     how.add_argument("--to-datetime", metavar="ISO-TIME")
+    how.add_argument("--to-commit-time", metavar="ISO-TIME", help="what the group had committed at that time "
+                     "(its offset history; UTC unless the time says otherwise)")
     how.add_argument("--shift-by", type=int, metavar="N")
     p.add_argument("--execute", action="store_true", help="commit the new offsets (default: dry run)")
-    p.set_defaults(run=groups_reset_offsets)
+    p.set_defaults(run=groups_reset_offsets, admin_client_id=_reset_client_id())
     p = common(gsub.add_parser("copy", help="copy a group's committed offsets to an empty group (dry run by "
                                             "default)"))
     p.add_argument("src")
@@ -504,10 +578,21 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(run=topics_alter)
 
 
+def _reset_client_id() -> str:
+    """reset-offsets' client id: the tool and the OS user, so the offset history says who reset."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"groupcoord-reset-offsets/{user}"
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         security = security_from_args(args)
-        with AdminClient(args.bootstrap_server, request_timeout_ms=15000, security=security) as admin:
+        client_id = getattr(args, "admin_client_id", None) or "groupcoord-admin"
+        with AdminClient(args.bootstrap_server, client_id=client_id, request_timeout_ms=15000,
+                         security=security) as admin:
             return int(args.run(admin, args))
     except SecurityConfigError as e:
         print(f"groupcoord: {e}", file=sys.stderr)

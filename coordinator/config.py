@@ -114,6 +114,12 @@ KEYS: tuple[Key, ...] = (
         -1),
     Key("group.history.size", int, 50, "Rebalances kept per group, as records in its offsets partition (ours; "
         "`groupcoord groups history`); 0 records none.", 0, 100_000),
+    Key("offsets.history.size", int, 16, "Commits kept per group and partition with time, generation, member, "
+        "client id and host, as records in its offsets partition (ours; `groupcoord groups offsets --history`, "
+        "`reset-offsets --to-commit-time`); 0 records none.", 0, 1000),
+    Key("offsets.history.min.interval.ms", int, 1000, "Offset history: a committer's commit of a partition less "
+        "than this after its newest kept entry (same generation) is not recorded, so fast committers keep one entry a "
+        "second and cost nothing more; another committer's is always recorded (ours). 0 records every move.", 0),
     Key("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 1),
     Key("group.max.session.timeout.ms", int, 1_800_000, "Largest session timeout a member may ask for.", 1),
     Key("group.max.size", int, 2**31 - 1, "Most members a group may have.", 1),
@@ -132,6 +138,9 @@ KEYS: tuple[Key, ...] = (
     Key("group.consumer.max.size", int, 2**31 - 1, "Most members a consumer-protocol group may have.", 1),
     Key("group.consumer.assignors", str, "uniform,range", "Server-side assignors of consumer-protocol groups "
         "(uniform, range; the first is the default).", check=_assignors),
+    Key("group.consumer.migration.policy", str, "bidirectional", "Online migration between the classic and the "
+        "consumer protocol: bidirectional, upgrade, downgrade or disabled (case-insensitive; anything else is "
+        "disabled, as Kafka). Empty groups convert whatever the policy."),
     Key("offsets.topic.num.partitions", int, 50, "Offsets partitions groups are sharded onto.", 1),
     Key("transaction.state.log.num.partitions", int, 50, "Partitions of __transaction_state transactional ids "
         "are sharded onto (keep it stable: ids move otherwise).", 1),

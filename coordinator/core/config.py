@@ -40,6 +40,12 @@ class GroupConfig:
     # group.history.size (ours): rebalances kept per group as records (rebalance_history.py); 0 records none.
     # Off here (Kafka keeps no history); the server's key defaults to 50 (coordinator/config.py).
     group_history_size: int = 0
+    # offsets.history.size (ours): commits kept per group and partition as records (offset_history.py); 0 records
+    # none. Off here (Kafka keeps none); the server's key defaults to 16 (coordinator/config.py).
+    offsets_history_size: int = 0
+    # offsets.history.min.interval.ms (ours): a committer's commits of a partition closer than this to its newest kept
+    # entry (same generation) are not recorded; a move by another committer always is (offset_history.py)
+    offsets_history_min_interval_ms: int = 0
 
     def __post_init__(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:

@@ -30,10 +30,14 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
 - KIP-848 consumer groups live in each shard (``Shard.consumer``; served by runtime/consumer_groups.py).
   Here only their meeting points with the classic APIs (``consumer_routing``): OffsetCommit/OffsetFetch of
   a consumer group are checked as Kafka 4.0's ConsumerGroup.validateOffsetCommit/validateOffsetFetch (an
-  accepted commit is then stored as an anonymous one: the classic checks do not apply to it), and a
-  JoinGroup naming a non-empty consumer group answers INCONSISTENT_GROUP_PROTOCOL (Kafka would migrate it:
-  a later slice) while one naming an empty consumer group deletes it (its tombstones are written with the
-  join's records) and goes on as a classic join.
+  accepted commit is then stored as an anonymous one: the classic checks do not apply to it; a classic-protocol
+  member's commit is checked by generation = its member epoch), and a JoinGroup naming an empty consumer group
+  deletes it (its tombstones are written with the join's records) and goes on as a classic join. Classic
+  members inside a consumer group (consumer_group/migration.py) are served by the runtime's consumer groups,
+  not here: ``heartbeat`` hands theirs back (None); a JoinGroup reaching ``handle`` for a non-empty consumer
+  group (no runtime to take it) answers INCONSISTENT_GROUP_PROTOCOL. Migration meets the classic groups in
+  ``classic_group`` (what an upgrade converts), ``classic_group_upgraded`` and ``classic_group_downgraded``
+  (after the conversion's write is durable).
 - Transactions (txn_offset_commit.py, txn_offsets.py): TxnOffsetCommit's Outcome carries ``producer`` (one
   transactional batch, one shard, nothing else: ``handle`` fires no due timers into it, the next call or
   ``on_timers`` does); once durable its offsets are pending for the producer id. ``complete_txn(shard, pid,
@@ -44,6 +48,10 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
 - Rebalance history (rebalance_history.py): a group metadata tombstone written by DeleteGroups or the offsets
   expiry takes the group's history records with it (in the same write); DescribeGroups v5+ answers carry each
   group's history in our tagged field ``history`` (protocol/messages/describe_groups.py).
+- Offset history (offset_history.py): the offset tombstones a handler or the retention timer writes (DeleteGroups,
+  OffsetDelete, expiry) take their partitions' history records with them (in the same write); DescribeGroups v5+
+  answers carry each group's in our tagged field ``offset_history``.
+  ``commit_offset`` takes the connection's client id and host for it.
 - Group configs (group_configs.py): ``group_configs(group_id)`` reads a group's overrides (durable ones) and
   ``alter_group_configs(group_id, change, token, now_ms)`` writes the record ``change(latest overrides)`` makes
   (the token is completed with ``{"error_code", "error_message"}`` once durable, or with the write's error, or
@@ -66,6 +74,7 @@ from .config import GroupConfig
 from .consumer_group import ConsumerGroupConfig, ConsumerGroups
 from .consumer_group import records as cg_records
 from .consumer_group.group import ConsumerGroup
+from .consumer_group.migration import Downgrade
 from .consumer_group.model import Err as CgErr
 from .env import Env
 from .errors import Err
@@ -77,6 +86,8 @@ from .group_configs import forget as forget_configs
 from .join import handle_join
 from .member import DROPPED
 from .membership import handle_heartbeat, handle_leave, handle_sync, heartbeat
+from .offset_history import OffsetHistory, forget_tombstoned
+from .offset_history import attach as attach_offset_history
 from .offset_store import OffsetStore
 from .offsets import (
     PendingCommit,
@@ -94,12 +105,13 @@ from .rebalance import (
     on_join_timer,
     on_member_timer,
     on_sync_timer,
+    prepare_rebalance,
     schedule_session,
 )
 from .rebalance_history import Rebalance, forget, tombstone_deleted, wire
 from .records import OffsetCommitValue
 from .responses import join_response, offset_commit_response
-from .shard import Shard, ShardStatus
+from .shard import Shard, ShardStatus, group_from_record
 from .sharding import partition_for
 from .txn_offset_commit import forget_deleted_groups, handle_txn_offset_commit
 from .waits import Waiting, classic_waiting, consumer_waiting
@@ -145,6 +157,8 @@ def _check_commit(env: Env, group_id: str, version: int, epoch: int, member_id: 
     member = group.members.get(member_id)
     if member is None:
         return CgErr.UNKNOWN_MEMBER_ID
+    if member.classic is not None:  # a classic-protocol member: checked by generation (migration.py)
+        return Err.ILLEGAL_GENERATION if epoch != member.member_epoch else _ACCEPTED
     if version < 9:
         return CgErr.UNSUPPORTED_VERSION
     if epoch != member.member_epoch:
@@ -324,6 +338,49 @@ class Coordinator:
             return None
         return group.state is EMPTY, group.generation > 0 or group.protocol_type is not None
 
+    def classic_group(self, group_id: str) -> Group | None:
+        """The group id's classic group on an ACTIVE shard (read it; an upgrade converts it), or None."""
+        return self._env.group(group_id)
+
+    def classic_group_upgraded(self, group_id: str, now_ms: int) -> Outcome:
+        """The classic group was converted to a consumer group (migration.py; its tombstone is durable): its parked
+        JoinGroups and SyncGroups answer REBALANCE_IN_PROGRESS, its timers stop, the id keeps a bare offsets
+        holder, an open rebalance of its history is dropped (its records stay)."""
+        self._epoch += 1
+        env, fx = self._env, Effects(now_ms)
+        group = env.group(group_id)
+        if group is not None:
+            for member in group.members.values():
+                fence_parked(env, fx, group, member, Err.REBALANCE_IN_PROGRESS)
+                env.timers.cancel(member_key(group_id, member.member_id))
+            for member_id in group.pending_members:
+                env.timers.cancel(member_key(group_id, member_id))
+            env.timers.cancel(("join", group_id))
+            env.timers.cancel(("sync", group_id))
+            env.shard_of(group_id).history.open.pop(group_id, None)
+            self.classic_group_replaced(group_id)
+        return self._finish(fx)
+
+    def classic_group_downgraded(self, downgrade: Downgrade, now_ms: int) -> Outcome:
+        """The consumer group's tombstones and its classic GroupMetadata are durable (migration.py): the classic
+        group holds its members (all protocols kept), their sessions start and a rebalance makes them rejoin."""
+        self._epoch += 1
+        env, fx = self._env, Effects(now_ms)
+        group_id = downgrade.group_id
+        shard = env.shard_of(group_id)
+        if shard.status is not ShardStatus.ACTIVE:
+            return self._finish(fx)
+        group = group_from_record(group_id, downgrade.value)
+        for member in group.members.values():
+            protocols = downgrade.protocols.get(member.member_id)
+            if protocols:
+                group.update_protocols(member, list(protocols))
+        shard.groups[group_id] = group
+        for member in group.members.values():
+            schedule_session(env, now_ms, group, member)
+        prepare_rebalance(env, fx, group, "downgrade")
+        return self._finish(fx)
+
     def classic_group_replaced(self, group_id: str) -> None:
         """A consumer group replaced the empty classic group (its tombstone is durable): the id keeps only a
         bare offsets holder, as after a load."""
@@ -353,6 +410,10 @@ class Coordinator:
                 _forget_deleted_configs(self._env, fx, token)
             elif api_key == 15 and version >= 5:
                 _attach_history(self._env, fx, token)
+                if request.get("include_offset_history"):  # ours: only when asked (describe_groups.py)
+                    attach_offset_history(fx.completions, token, self._offset_history_of)
+            if api_key == 42 or api_key == 47:
+                fx.records.extend(forget_tombstoned([s.offset_history for s in self._env.shards], fx.records))
         if fx.producer is None and self._may_be_due(now_ms):  # a transactional batch holds nothing else
             self._fire_due(fx)
         return self._finish(fx)
@@ -360,9 +421,13 @@ class Coordinator:
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                   now_ms: int) -> int | None:
         """A Heartbeat's error code, without the request dict, token and Outcome of ``handle`` (the hot
-        path). None when a timer is due: then ``handle`` must serve it, since it fires due timers too."""
+        path). None when a timer is due: then ``handle`` must serve it, since it fires due timers too; None also
+        for a consumer group (its classic members are served by the runtime's consumer groups)."""
         if self._may_be_due(now_ms):
             return None
+        shard = self._env.shard_of(group_id)
+        if group_id in shard.consumer.groups and shard.status is ShardStatus.ACTIVE:
+            return None  # a consumer group's classic member (migration.py): served by the runtime's consumer groups
         self._last_beat = (self._epoch, group_id, member_id)
         return heartbeat(self._env, now_ms, group_id, generation, member_id, instance_id)
 
@@ -395,7 +460,8 @@ class Coordinator:
 
     def commit_offset(self, now_ms: int, version: int, group_id: str | None, generation: int, member_id: str,
                       instance_id: str | None, topic: str, partition: int, offset: int, leader_epoch: int | None,
-                      metadata: str | None, retention_ms: int | None) -> Err | PendingCommit | None:
+                      metadata: str | None, retention_ms: int | None, client_id: str = "",
+                      client_host: str = "") -> Err | PendingCommit | None:
         """An OffsetCommit of one partition without the dicts, Effects and Outcome of ``handle`` (the hot
         path): the partition's error (nothing to write; answer now), or the record to append durably, then
         ``commit_settled``. None when a timer is due: then ``handle`` must serve it."""
@@ -408,7 +474,7 @@ class Coordinator:
                     return routed  # type: ignore[return-value]
                 generation, member_id, instance_id = -1, "", None  # stored as an anonymous commit
         return commit_one(self._env, now_ms, version, group_id, generation, member_id, instance_id, topic,
-                          partition, offset, leader_epoch, metadata, retention_ms)
+                          partition, offset, leader_epoch, metadata, retention_ms, client_id, client_host)
 
     def commit_settled(self, pending: PendingCommit, durable: bool) -> None:
         """``commit_offset``'s record is durable (the offset becomes visible) or failed (answer the
@@ -444,6 +510,8 @@ class Coordinator:
                     expire_offsets(env, fx, shard)
                     if len(fx.records) > first:
                         tombstone_deleted([s.history for s in env.shards], fx, first)
+                        fx.records.extend(forget_tombstoned([s.offset_history for s in env.shards], fx.records,
+                                                            first))
                     env.timers.schedule(key, fx.now_ms + max(env.cfg.offsets_retention_check_interval_ms, 1))
                 continue
             group = env.group(key[1])
@@ -770,6 +838,10 @@ class Coordinator:
                 if shard.status is not ShardStatus.ACTIVE:
                     break
                 yield count_expiring(env, shard, ids[i:i + chunk], now_ms, within_ms)
+
+    def _offset_history_of(self, group_id: str) -> OffsetHistory | None:
+        shard = self._env.shard_of(group_id)
+        return shard.offset_history if shard.status is ShardStatus.ACTIVE else None
 
     def rebalance_history(self, group_id: str) -> list[Rebalance]:
         """The group's recorded rebalances, newest first (empty when its shard is not ACTIVE)."""

@@ -34,6 +34,10 @@ same rules evaluated at now + within_ms; the gauge).
 Bound (offsets.max.committed, ours; ``_Room``): a partition the group has no offset for is refused with
 POLICY_VIOLATION (others in the request commit) once all shards hold the bound's entries; a group that has
 offsets may go 10% past it. Replacing an existing offset is never refused.
+Offset history (offset_history.py, ours): each written offset record is followed, in the same write, by the
+partition's history record when ``offsets.history.size`` > 0 and the commit changed something (offset, generation
+or committer: member id, client id and the connection's host); it becomes visible with the offset (replay, or
+``commit_settled`` for ``commit_one``).
 Exception safety: every record is encoded before any state changes (pending counts, writes), so a value
 that cannot be encoded leaves the core exactly as it was. Pending commits never
 expire. An Empty group left with no offsets (and no pending members) becomes Dead and is removed, with a
@@ -49,6 +53,7 @@ from .env import Env
 from .errors import Err
 from .group import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group
 from .group_configs import forget as forget_configs
+from .offset_history import Staged
 from .outcome import Effects
 from .rebalance import schedule_session
 from .records import OffsetCommitValue, encode_group_key, encode_offset_key, encode_offset_value
@@ -78,7 +83,7 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
             [(t["name"], [(p["partition_index"], error) for p in t["partitions"]]) for t in topics]))
         return
     expire = _expire_at(version, req.get("retention_time_ms", -1), fx.now_ms)
-    results, written, records = [], [], []
+    results, written, records, values = [], [], [], []
     room = _Room(env, shard, group_id)
     for t in topics:
         name, parts = t["name"], []
@@ -94,11 +99,20 @@ def handle_offset_commit(env: Env, fx: Effects, version: int, req: dict, token: 
             # encoded before anything changes: a record that cannot be encoded leaves no state behind
             records.append((encode_offset_key(group_id, name, index), encode_offset_value(value)))
             written.append((group_id, name, index))
+            values.append(value)
             parts.append((index, Err.NONE))
         results.append((name, parts))
-    for (key, value), tp in zip(records, written):
+    size = env.cfg.offsets_history_size
+    for (key, value), tp, committed in zip(records, written, values):
         fx.write(shard.shard_id, key, value)
         shard.pending_commits[tp] += 1
+        if size:
+            staged = shard.offset_history.stage(size, key, group_id, (tp[1], tp[2]), committed.offset,
+                                                committed.commit_timestamp, generation,
+                                                (member_id, client_id, client_host),
+                                                env.cfg.offsets_history_min_interval_ms)
+            for hkey, hvalue in staged.records if staged is not None else ():
+                fx.write(shard.shard_id, hkey, hvalue)
     fx.complete(token, offset_commit_response(results))
     if written:
         _track_pending(fx, shard, token, results, written)
@@ -203,11 +217,13 @@ class PendingCommit(NamedTuple):
     committed: OffsetCommitValue
     group_id: str
     tp: tuple[str, int]
+    history: Staged | None = None  # the offset history's records, to append right after the commit's
 
 
 def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, generation: int, member_id: str,
                instance_id: str | None, topic: str, partition: int, offset: int, leader_epoch: int | None,
-               metadata: str | None, retention_ms: int | None) -> Err | PendingCommit:
+               metadata: str | None, retention_ms: int | None, client_id: str = "",
+               client_host: str = "") -> Err | PendingCommit:
     """``handle_offset_commit`` for a request of one topic with one partition, without request dicts,
     Effects or hooks: the partition's error (nothing written), or the record to append. The same rules in
     the same order; the caller settles the PendingCommit with ``commit_settled``."""
@@ -227,8 +243,13 @@ def commit_one(env: Env, now_ms: int, version: int, group_id: str | None, genera
     if not shard.offsets.has(group_id, topic, partition) and not _Room(env, shard, group_id).admits_new():
         _drop_bare(shard, group_id)
         return Err.POLICY_VIOLATION
-    pc = PendingCommit(shard.shard_id, encode_offset_key(group_id, topic, partition),
-                       encode_offset_value(committed), committed, group_id, (topic, partition))
+    key = encode_offset_key(group_id, topic, partition)
+    value = encode_offset_value(committed)
+    size = env.cfg.offsets_history_size
+    staged = shard.offset_history.stage(size, key, group_id, (topic, partition), offset, committed.commit_timestamp,
+                                        generation, (member_id, client_id, client_host),
+                                        env.cfg.offsets_history_min_interval_ms) if size else None
+    pc = PendingCommit(shard.shard_id, key, value, committed, group_id, (topic, partition), staged)
     shard.pending_commits[(group_id, topic, partition)] += 1  # only once the record is encoded
     return pc
 
@@ -238,6 +259,8 @@ def commit_settled(env: Env, pc: PendingCommit, durable: bool) -> None:
     shard = env.shards[pc.shard_id]
     if durable and shard.status is _ACTIVE:
         shard.put_offset(pc.group_id, pc.tp, pc.committed)
+        if pc.history is not None:
+            shard.offset_history.apply_staged(pc.history)
     _release_pending(shard, (pc.group_id, pc.tp[0], pc.tp[1]))
 
 

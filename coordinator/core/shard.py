@@ -26,6 +26,8 @@ Rules:
   (ReplayError) is refused as an undecodable one (RecordError, a ValueError: logged and skipped at load).
 - ``history`` holds the rebalance histories (``rebalance_history.History``): their records (our key version
   1000) always apply, at load, while following and after each durable write.
+- ``offset_history`` holds the offset histories (``offset_history.OffsetHistory``): their records (our key
+  version 1002) always apply likewise.
 - ``configs`` holds the per-group configs (``group_configs.GroupConfigs``): their records (our key version
   1001) always apply likewise; the shard's consumer groups read their session timeout and heartbeat interval
   overrides there (``ConsumerGroups.group_config``).
@@ -42,6 +44,7 @@ from .consumer_group.model import ReplayError
 from .group import EMPTY, STABLE, Group
 from .group_configs import GroupConfigs, is_configs_key
 from .member import Member
+from .offset_history import OffsetHistory, is_offset_history_key
 from .offset_store import OffsetStore
 from .rebalance_history import History, is_history_key
 from .records import (
@@ -71,8 +74,8 @@ REPLAYING = frozenset((ShardStatus.LOADING, ShardStatus.FOLLOWING))  # group met
 
 
 class Shard:
-    __slots__ = ("configs", "consumer", "groups", "history", "offsets", "pending_commits", "shard_id", "status",
-                 "txn")
+    __slots__ = ("configs", "consumer", "groups", "history", "offset_history", "offsets", "pending_commits", "shard_id",
+                 "status", "txn")
 
     def __init__(self, shard_id: int, consumer: ConsumerGroupConfig | None = None) -> None:
         self.shard_id = shard_id
@@ -83,6 +86,7 @@ class Shard:
         self.txn = TxnOffsets()
         self.consumer = ConsumerGroups(consumer)
         self.history = History()
+        self.offset_history = OffsetHistory()
         self.configs = GroupConfigs()
         self.consumer.group_config = self.configs.int_value
 
@@ -95,6 +99,7 @@ class Shard:
         self.consumer = ConsumerGroups(self.consumer.config, new_member_id=self.consumer.new_member_id,
                                        assignors=self.consumer.assignors)
         self.history = History()
+        self.offset_history = OffsetHistory()
         self.configs = GroupConfigs()
         self.consumer.group_config = self.configs.int_value
 
@@ -145,6 +150,9 @@ class Shard:
     def _replay_other(self, key: bytes, value: bytes | None) -> None:
         if is_history_key(key):  # ours: a rebalance of a group's history (rebalance_history.py)
             self.history.replay(key, value)
+            return
+        if is_offset_history_key(key):  # ours: a commit of a partition's offset history (offset_history.py)
+            self.offset_history.replay(key, value)
             return
         if is_configs_key(key):  # ours: a group's configs (group_configs.py)
             self.configs.replay(key, value)

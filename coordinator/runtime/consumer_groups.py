@@ -14,9 +14,17 @@ Rules:
 - Routing as Kafka's GroupCoordinatorService: the request-level checks first (INVALID_REQUEST,
   UNSUPPORTED_ASSIGNOR), then the group's offsets shard: COORDINATOR_LOAD_IN_PROGRESS while it loads,
   NOT_COORDINATOR when this node does not lead it. Group ids are shared with classic groups: a heartbeat
-  for a non-empty classic group answers GROUP_ID_NOT_FOUND "Group <id> is not a consumer group." (Kafka would
-  migrate it: a later slice); an empty classic group is replaced, its GroupMetadata tombstone (when it had
-  a record) written first in the same batch.
+  for a non-empty classic group upgrades it when it may (core/consumer_group/migration.py: the classic
+  GroupMetadata tombstone first, then the conversion's and the heartbeat's records, one batch; once durable
+  the classic core lets the group go, its parked requests answered REBALANCE_IN_PROGRESS), else answers
+  GROUP_ID_NOT_FOUND "Group <id> is not a consumer group."; an empty classic group is replaced, its
+  GroupMetadata tombstone (when it had a record) and its history written first in the same batch.
+- Classic members inside a consumer group: GroupService hands JoinGroup/SyncGroup/Heartbeat/LeaveGroup here
+  (``take_classic``) when the group id is a consumer group or has an operation queued here (a conversion may
+  be in flight); they queue with the group's other operations, and one that finds no consumer group (or an
+  empty one, for a JoinGroup) goes back to the classic core. A write whose outcome downgrades the group
+  (``HeartbeatOutcome.downgrade``: the consumer tombstones and the classic GroupMetadata) hands the group to
+  the classic core once durable (``classic_group_downgraded``), whose answers GroupService releases.
 - Timers: session and rebalance deadlines (keyed kind/group/member, re-armed or cancelled by the core's
   ``Deadline``s) in one heap and one task; every member's deadlines are armed when its shard is served
   (``loaded_deadlines``) and dropped when it stops being served.
@@ -40,11 +48,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from coordinator.core.consumer_group import Deadline, HeartbeatOutcome, TopicInfo
+from coordinator.core.consumer_group import Deadline, HeartbeatOutcome, TopicInfo, migration
 from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.heartbeat import error_response
 from coordinator.core.consumer_group.regex import allow_all
-from coordinator.core.records import encode_group_key
+from coordinator.core.records import encode_group_key, encode_group_value
+from coordinator.core.responses import error_response as classic_error_response
+from coordinator.core.responses import join_response, leave_response
 from coordinator.core.shard import ShardStatus
 from coordinator.runtime.groups import now_ms
 from coordinator.runtime.topics import topic_id
@@ -141,6 +151,7 @@ class ConsumerGroupService:
         self._seq = itertools.count()
         self._timer_changed = trio.Event()
         groups.on_shard_served = self.shard_served
+        groups.classic_router = self.take_classic
         groups.on_shard_unserved = self.shard_unserved
 
     # ---------------------------------------------------------------- routing
@@ -177,17 +188,30 @@ class ConsumerGroupService:
             prefix: list[tuple[bytes, bytes | None]] = []
             replaced = False
             classic = self.core.classic_group_state(group_id)
+            upgraded = False
             if classic is not None and group_id not in groups.groups:
                 empty, has_record = classic
                 if not empty:
-                    slot.complete(error_response(ErrorCode.GROUP_ID_NOT_FOUND,  # type: ignore[arg-type]
-                                                 f"Group {group_id} is not a consumer group."))
+                    source = self.core.classic_group(group_id)
+                    assert source is not None
+                    outcome = migration.upgrade(groups, source, body, version, now_ms(), self.topics, client_id,
+                                                client_host, may_describe)
+                    if outcome.records:
+                        upgraded = True
+                        prefix.append((encode_group_key(group_id), None))
+                        log.info("group %s: upgraded from classic to consumer (%d members)", group_id,
+                                 len(source.members))
+                else:
+                    replaced = True
+                    if has_record:
+                        prefix.append((encode_group_key(group_id), None))
+                    prefix.extend(self.core.history_tombstones(group_id))  # its rebalance history goes with it
+            if not upgraded:
+                if classic is not None and not classic[0] and group_id not in groups.groups:
+                    slot.complete(outcome.response)  # the upgrade was refused
                     return False
-                replaced = True
-                if has_record:
-                    prefix.append((encode_group_key(group_id), None))
-                prefix.extend(self.core.history_tombstones(group_id))  # its rebalance history goes with it
-            outcome = groups.heartbeat(body, version, now_ms(), self.topics, client_id, client_host, may_describe)
+                outcome = groups.heartbeat(body, version, now_ms(), self.topics, client_id, client_host,
+                                           may_describe)
             if not outcome.records:
                 self._arm(outcome.deadlines)
                 slot.complete(outcome.response)
@@ -197,6 +221,8 @@ class ConsumerGroupService:
                 if err is None:
                     if replaced:
                         self.core.classic_group_replaced(group_id)
+                    if upgraded:
+                        self.groups.apply(self.core.classic_group_upgraded(group_id, now_ms()))
                     slot.complete(outcome.response)
                 else:
                     self.groups.write_failures.error("consumer group %s: write failed: %s", group_id, err)
@@ -205,6 +231,61 @@ class ConsumerGroupService:
             return self._write(shard, group_id, prefix, outcome, settled)
 
         self._run(group_id, op)
+
+    # ---------------------------------------------------------------- classic members (migration.py)
+    def take_classic(self, request: Request, slot: Slot) -> bool:
+        """GroupService's hook for JoinGroup/SyncGroup/Heartbeat/LeaveGroup: True when this service serves it
+        (the group is a consumer group here, or has operations queued here)."""
+        group_id = request.body.get("group_id")
+        if not group_id or self._routing_error(group_id) is not None:
+            return False
+        shard = self.core.shard_for(group_id)
+        if group_id not in self.core.consumer_groups(shard).groups and group_id not in self._queues:
+            return False
+        self._run(group_id, lambda: self._classic_op(request, slot, shard))
+        return True
+
+    def _classic_op(self, request: Request, slot: Slot, shard: int) -> bool:
+        api, version, body = request.api_key, request.version, request.body
+        group_id = body["group_id"]
+        groups = self.core.consumer_groups(shard)
+        group = groups.groups.get(group_id) if self._routing_error(group_id) is None else None
+        if group is None or (api == 11 and not group.members):
+            self.groups.handle(request, slot, routed=True)  # the classic core's (an empty one is deleted there)
+            return False
+        now = now_ms()
+        if api == 12:
+            error, deadlines = migration.classic_heartbeat(groups, group, body, now)
+            self._arm(deadlines)
+            slot.complete(classic_error_response(error))
+            return False
+        if api == 14:
+            response, deadlines = migration.classic_sync(groups, group, body, now)
+            self._arm(deadlines)
+            slot.complete(response)
+            return False
+        if api == 11:
+            outcome = migration.classic_join(groups, group, body, version, now, self.topics,
+                                             request.header.client_id or "", "/" + slot.conn.host)
+        else:
+            outcome = migration.classic_leave(groups, group, body, version, self.topics)
+        if not outcome.records:
+            self._arm(outcome.deadlines)
+            slot.complete(outcome.response)
+            return False
+
+        def settled(err: Exception | None) -> None:
+            if err is None:
+                slot.complete(outcome.response)
+                return
+            self.groups.write_failures.error("consumer group %s: write failed: %s", group_id, err)
+            code = append_error(err)
+            if api == 11:
+                slot.complete(join_response(version, code, body.get("member_id") or ""))
+            else:
+                slot.complete(leave_response(version, code, []))
+
+        return self._write(shard, group_id, [], outcome, settled)
 
     def _may_describe(self, slot: Slot) -> Callable[[str], bool]:
         """Whether the member's principal may DESCRIBE a topic (regex resolution); all without an authorizer."""
@@ -221,6 +302,8 @@ class ConsumerGroupService:
         """Stage the outcome's records as one batch; once durable replay them and arm its deadlines, then
         ``settled`` (also on failure, with the error: nothing changed) and the group's next operation."""
         items = prefix + [R.encode_record(r) for r in outcome.records]
+        if outcome.downgrade is not None:
+            items.append((encode_group_key(group_id), encode_group_value(outcome.downgrade.value)))
 
         def done(err: Exception | None) -> None:
             try:
@@ -228,6 +311,9 @@ class ConsumerGroupService:
                     for key, value in items:
                         self.core.replay(shard, key, value)
                     self._arm(outcome.deadlines)
+                    if outcome.downgrade is not None:
+                        log.info("group %s: downgraded from consumer to classic", group_id)
+                        self.groups.apply(self.core.classic_group_downgraded(outcome.downgrade, now_ms()))
                 settled(err)
             except Exception:  # a bug: logged, never left to the group commit's callback loop
                 log.exception("consumer group %s: applying a durable write failed", group_id)

@@ -119,6 +119,7 @@ OFFSETS_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, re
                                retention_bytes=None, verify_crc_on_append=False)
 OFFSET_DELETE = 47
 TXN_OFFSET_COMMIT = 28
+_CLASSIC_MEMBER_APIS = frozenset((11, 12, 13, 14))  # JoinGroup, Heartbeat, LeaveGroup, SyncGroup
 _PARKING_APIS = frozenset((11, 14))  # JoinGroup and SyncGroup wait in their member for the rebalance
 
 
@@ -146,7 +147,9 @@ def consumer_group_config(cfg: Any) -> ConsumerGroupConfig:
                                heartbeat_interval_ms=cfg.get("group.consumer.heartbeat.interval.ms",
                                                              d.heartbeat_interval_ms),
                                max_size=cfg.get("group.consumer.max.size", d.max_size),
-                               assignors=split_list(cfg.get("group.consumer.assignors", ",".join(d.assignors))))
+                               assignors=split_list(cfg.get("group.consumer.assignors", ",".join(d.assignors))),
+                               migration_policy=cfg.get("group.consumer.migration.policy", d.migration_policy),
+                               classic_max_size=cfg.get("group.max.size", d.classic_max_size))
 
 
 def group_config_limits(cfg: Any) -> Limits:
@@ -264,6 +267,8 @@ class GroupService:
         # consumer_groups.py's hooks: a shard starts / stops being served (its deadlines are armed / dropped)
         self.on_shard_served: Callable[[int], None] | None = None
         self.on_shard_unserved: Callable[[int], None] | None = None
+        # consumer_groups.py's hook: takes a JoinGroup/SyncGroup/Heartbeat/LeaveGroup of a consumer group (True)
+        self.classic_router: Callable[[Request, Slot], bool] | None = None
         self.shards = self.core.config.offsets_topic_num_partitions
         self._timer_changed = trio.Event()
         self._armed: int | None = None  # the deadline the timer task sleeps until
@@ -379,7 +384,10 @@ class GroupService:
         self.loaded.set()
 
     # ---------------------------------------------------------------- requests
-    def handle(self, request: Request, slot: Slot) -> None:
+    def handle(self, request: Request, slot: Slot, *, routed: bool = False) -> None:
+        if not routed and request.api_key in _CLASSIC_MEMBER_APIS and self.classic_router is not None \
+                and self.classic_router(request, slot):
+            return  # a consumer group's classic member (consumer_groups.py; ``routed`` when it hands one back)
         if request.api_key == 8 and type(request.body) is OneCommit:
             if self._commit_one(request, slot):
                 return
@@ -443,7 +451,7 @@ class GroupService:
         version = request.header.api_version
         result = self.core.commit_offset(now_ms(), version, c.group_id, c.generation, c.member_id, c.instance_id,
                                          c.topic, c.partition, c.offset, c.leader_epoch, c.metadata,
-                                         c.retention_ms)
+                                         c.retention_ms, request.header.client_id or "", slot.conn.host)
         if result is None:
             return False
         self._rearm_if_earlier()  # a member's commit re-arms its session
@@ -458,7 +466,9 @@ class GroupService:
         except (StorageError, OSError) as e:
             settle(e)
             return True
-        self._stage(plog, [(result.key, result.value)], settle)
+        history = result.history  # offset_history.py: its records go in the same batch, right after the commit's
+        self._stage(plog, [(result.key, result.value)] if history is None else [(result.key, result.value),
+                                                                               *history.records], settle)
         return True
 
     def hot_heartbeat(self, payload: bytes) -> bytes | None:

@@ -8,7 +8,11 @@ strings (not null) for a group without them, as Kafka. Ours, v5+ as tagged field
 the group waits for members in a rebalance): ``waiting_since_ms`` and ``waiting_for`` (member id, client
 id, host, reason), read by ``groupcoord groups describe``; and 1002, ``history`` (absent unless the group has
 one): its last ``group.history.size`` rebalances, newest first (coordinator/core/rebalance_history.py), read by
-``groupcoord groups history``.
+``groupcoord groups history``; 1003, ``offset_history`` (absent unless the group has one): per topic and
+partition its last ``offsets.history.size`` commits, newest first (coordinator/core/offset_history.py), read by
+``groupcoord groups offsets --history`` and ``reset-offsets --to-commit-time``, sent only to a request that asks
+for it with our request tag 1000 ``include_offset_history`` (a group of many partitions has up to 16 entries
+each: Kafka clients, which skip the field, must not pay for it).
 """
 
 from protocol.schema import OURS_FROM_TAG, ApiSchema, arr, f
@@ -16,6 +20,8 @@ from protocol.schema import OURS_FROM_TAG, ApiSchema, arr, f
 INT32_MIN = -2147483648
 WAITING_SINCE_TAG, WAITING_FOR_TAG = OURS_FROM_TAG, OURS_FROM_TAG + 1  # ours (protocol/schema.py)
 HISTORY_TAG = OURS_FROM_TAG + 2
+OFFSET_HISTORY_TAG = OURS_FROM_TAG + 3
+INCLUDE_OFFSET_HISTORY_TAG = OURS_FROM_TAG  # request tag (ours)
 
 SCHEMA = ApiSchema(
     key=15,
@@ -25,6 +31,7 @@ SCHEMA = ApiSchema(
     request=(
         f("groups", "[]string"),
         f("include_authorized_operations", "bool", "3+"),
+        f("include_offset_history", "bool", "5+", tag=INCLUDE_OFFSET_HISTORY_TAG, tagged="5+", default=False),  # ours
     ),
     response=(
         f("throttle_time_ms", "int32", "1+"),
@@ -70,6 +77,20 @@ SCHEMA = ApiSchema(
                 f("members_after", "int32", "5+"),
                 f("joined", "[]string", "5+"),
                 f("left", "[]string", "5+"),
-                tag=HISTORY_TAG, tagged="5+")),
+                tag=HISTORY_TAG, tagged="5+"),
+            # ours (issue #37 item 4): the group's offset history; sent only when it has one
+            arr("offset_history", "5+",
+                f("name", "string", "5+"),
+                arr("partitions", "5+",
+                    f("partition_index", "int32", "5+"),
+                    arr("entries", "5+",
+                        f("seq", "int64", "5+"),
+                        f("committed_offset", "int64", "5+"),
+                        f("commit_timestamp", "int64", "5+"),
+                        f("generation", "int32", "5+"),
+                        f("member_id", "string", "5+"),
+                        f("client_id", "string", "5+"),
+                        f("client_host", "string", "5+"))),
+                tag=OFFSET_HISTORY_TAG, tagged="5+")),
     ),
 )

@@ -31,6 +31,7 @@ from coordinator.core.consumer_group.member import Member
 from coordinator.core.consumer_group.model import EMPTY, Assignment, GroupState, ReplayError, to_wire
 
 CONSUMER_MEMBER_TYPE = 1  # ConsumerGroupDescribe v1 MemberType: a member on the consumer protocol
+CLASSIC_MEMBER_TYPE = 0  # ... and one on the classic protocol (migration.py)
 
 
 class ConsumerGroup:
@@ -218,7 +219,7 @@ class ConsumerGroup:
             "subscribed_topic_names": list(m.subscribed_topic_names),
             "subscribed_topic_regex": m.subscribed_topic_regex,
             "assignment": wire(m.assigned), "target_assignment": wire(self.target(m.member_id)),
-            "member_type": CONSUMER_MEMBER_TYPE,
+            "member_type": CLASSIC_MEMBER_TYPE if m.classic is not None else CONSUMER_MEMBER_TYPE,
         } for m in sorted(self.members.values(), key=lambda m: m.member_id)]
         return {"error_code": 0, "error_message": None, "group_id": self.group_id,
                 "group_state": self.state.value, "group_epoch": self.group_epoch,

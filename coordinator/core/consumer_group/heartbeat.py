@@ -34,7 +34,8 @@ Rules:
   does so on a refresh deadline or flag); an existing member rejoining with epoch 0 is accepted
   (KAFKA-19233, after 4.0); regexes are resolved in the heartbeat that needs it (Kafka: on a background
   executor, then a write of its own) and the record's Version is a fingerprint of the topic snapshot
-  (Kafka: the metadata image offset). Classic-protocol members and migration are a later slice.
+  (Kafka: the metadata image offset). Classic-protocol members and online migration: migration.py (a fence
+  whose remaining members are all classic may end the group, ``HeartbeatOutcome.downgrade``).
 - Per-group configs (Kafka 4's GroupConfig; ``group_configs.py``): a group's ``consumer.session.timeout.ms`` and
   ``consumer.heartbeat.interval.ms`` override the server's (``group_config``, set by the shard), read on each
   heartbeat (the session deadline it arms, the interval it answers) and at load: a change reaches each member
@@ -52,6 +53,7 @@ from typing import Any, NamedTuple
 
 from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.assignors import BUILTIN, Assignor, AssignorError, MemberSpec
+from coordinator.core.consumer_group.downgrade import downgrade
 from coordinator.core.consumer_group.group import ConsumerGroup
 from coordinator.core.consumer_group.member import Member, canonical_names
 from coordinator.core.consumer_group.model import (
@@ -88,6 +90,8 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy (migration.py)
+    classic_max_size: int = 2**31 - 1  # group.max.size: a downgrade must fit a classic group
 
 
 class TopicInfo(NamedTuple):
@@ -113,6 +117,7 @@ class HeartbeatOutcome:
     response: dict[str, Any] | None
     records: list[R.Record] = field(default_factory=list)
     deadlines: list[Deadline] = field(default_factory=list)
+    downgrade: Any = None  # migration.Downgrade: the records end the group, a classic group follows them
 
 
 def _no_override(group_id: str, key: str) -> int | None:
@@ -145,6 +150,10 @@ class ConsumerGroups:
         value = self.group_config(group_id, SESSION_TIMEOUT_KEY)
         return self.config.session_timeout_ms if value is None else value
 
+    def member_session_ms(self, group_id: str, member: Member) -> int:
+        """A classic-protocol member's own session timeout (its JoinGroup's), else the group's."""
+        return member.classic.session_timeout_ms if member.classic is not None else self.session_timeout_ms(group_id)
+
     def heartbeat_interval_ms(self, group_id: str) -> int:
         value = self.group_config(group_id, HEARTBEAT_INTERVAL_KEY)
         return self.config.heartbeat_interval_ms if value is None else value
@@ -168,14 +177,15 @@ class ConsumerGroups:
     # ------------------------------------------------------------ heartbeat
     def heartbeat(self, request: Mapping[str, Any], version: int, now_ms: int,
                   topics: Mapping[str, TopicInfo], client_id: str = "", client_host: str = "",
-                  may_describe: TopicFilter = allow_all) -> HeartbeatOutcome:
+                  may_describe: TopicFilter = allow_all, base: ConsumerGroup | None = None) -> HeartbeatOutcome:
         """``topics`` is the broker's topic snapshot (name -> TopicInfo; iterable for regexes) and
-        ``may_describe`` whether the member may DESCRIBE a topic (regex resolution only)."""
+        ``may_describe`` whether the member may DESCRIBE a topic (regex resolution only). ``base``: the group
+        to join instead of the stored one (a classic group being upgraded, migration.py)."""
         try:
             self._validate(request, version)
             if request["member_epoch"] in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(request, topics)
-            return self._heartbeat(request, now_ms, topics, client_id, client_host, may_describe)
+                return self._leave(request, topics, now_ms)
+            return self._heartbeat(request, now_ms, topics, client_id, client_host, may_describe, base)
         except Reject as e:
             return HeartbeatOutcome(error_response(e.code, e.message))
 
@@ -214,13 +224,14 @@ class ConsumerGroups:
                          f"assignors: {', '.join(self.config.assignors)}.")
 
     def _heartbeat(self, req: Mapping[str, Any], now_ms: int, topics: Mapping[str, TopicInfo],
-                   client_id: str, client_host: str, may_describe: TopicFilter) -> HeartbeatOutcome:
+                   client_id: str, client_host: str, may_describe: TopicFilter,
+                   base: ConsumerGroup | None = None) -> HeartbeatOutcome:
         group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req.get("instance_id")
         owned = None if req.get("topic_partitions") is None else from_wire(req["topic_partitions"])
         records: list[R.Record] = []
         deadlines: list[Deadline] = []
-        group = self.groups.get(group_id)
+        group = self.groups.get(group_id) if base is None else base
         if group is None:
             if epoch != 0:
                 raise Reject(Err.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
@@ -332,7 +343,7 @@ class ConsumerGroups:
                                           now_ms + reconciled.rebalance_timeout_ms, reconciled.member_epoch))
             else:
                 deadlines.append(Deadline("rebalance", group_id, member_id, None))
-        deadlines.append(Deadline("session", group_id, member_id, now_ms + self.session_timeout_ms(group_id)))
+        deadlines.append(Deadline("session", group_id, member_id, now_ms + self.member_session_ms(group_id, updated)))
 
         full = epoch == 0 or (req.get("rebalance_timeout_ms", -1) != -1
                               and req.get("subscribed_topic_names") is not None and owned is not None)
@@ -396,7 +407,7 @@ class ConsumerGroups:
         return {m: targets.get(m, {}) for m in specs}
 
     # ------------------------------------------------------------ leave and fencing
-    def _leave(self, req: Mapping[str, Any], topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
+    def _leave(self, req: Mapping[str, Any], topics: Mapping[str, TopicInfo], now_ms: int) -> HeartbeatOutcome:
         group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req.get("instance_id")
         group = self.groups.get(group_id)
@@ -419,11 +430,16 @@ class ConsumerGroups:
                 away = member.replace(member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})
                 record = R.Record(R.CurrentAssignmentKey(group_id, member_id), away.assignment_value())
                 return HeartbeatOutcome(response, [record])
-        return self._fence(group, member, topics, response)
+        return self._fence(group, member, topics, response, now_ms)
 
     def _fence(self, group: ConsumerGroup, member: Member, topics: Mapping[str, TopicInfo],
-               response: dict[str, Any] | None) -> HeartbeatOutcome:
+               response: dict[str, Any] | None, now_ms: int) -> HeartbeatOutcome:
         group_id = group.group_id
+        classic = downgrade(group, member.member_id, self.config.migration_policy, self.config.classic_max_size,
+                            now_ms)
+        if classic is not None:
+            deadlines = [d for m in group.members for d in _cancel_timers(group_id, m)]
+            return HeartbeatOutcome(response, self.delete_records(group_id), deadlines, classic)
         records = _removal(group_id, member.member_id)
         regex = member.subscribed_topic_regex
         if regex and group.regex_members.get(regex) == 1 and regex in group.resolved_regexes:
@@ -444,7 +460,7 @@ class ConsumerGroups:
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return HeartbeatOutcome(None)
-        return self._fence(group, member, topics, None)
+        return self._fence(group, member, topics, None, now_ms)
 
     def expire_rebalance(self, group_id: str, member_id: str, epoch: int, now_ms: int,
                          topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
@@ -453,7 +469,7 @@ class ConsumerGroups:
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None or member.member_epoch != epoch:
             return HeartbeatOutcome(None)
-        return self._fence(group, member, topics, None)
+        return self._fence(group, member, topics, None, now_ms)
 
     def loaded_deadlines(self, now_ms: int) -> list[Deadline]:
         """After a load: every member's session deadline, and the rebalance deadline of those revoking."""
@@ -461,7 +477,7 @@ class ConsumerGroups:
         for group in self.groups.values():
             for m in group.members.values():
                 out.append(Deadline("session", group.group_id, m.member_id,
-                                    now_ms + self.session_timeout_ms(group.group_id)))
+                                    now_ms + self.member_session_ms(group.group_id, m)))
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     out.append(Deadline("rebalance", group.group_id, m.member_id,
                                         now_ms + m.rebalance_timeout_ms, m.member_epoch))
@@ -527,7 +543,7 @@ def _apply_request(member: Member, req: Mapping[str, Any], client_id: str, clien
         server_assignor=pick("server_assignor", member.server_assignor),
         subscribed_topic_names=member.subscribed_topic_names if names is None else canonical_names(names),
         subscribed_topic_regex=member.subscribed_topic_regex if regex is None else (regex or None),
-        client_id=client_id, client_host=client_host)
+        client_id=client_id, client_host=client_host, classic=req.get("classic"))
 
 
 def _subscription_metadata(names: Mapping[str, int], topics: Mapping[str, TopicInfo]) -> dict[str, R.TopicMetadata]:

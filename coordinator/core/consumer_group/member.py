@@ -6,6 +6,7 @@ Rules:
   subscription is not a change (no record, no epoch bump).
 - ``member_epoch`` / ``previous_member_epoch`` / ``state`` / ``assigned`` / ``pending_revocation`` are the
   current assignment; ``with_epoch`` moves the epoch and keeps the one before as the previous epoch.
+- ``classic`` (MemberMetadata tag 0) marks a member on the classic protocol: its session timeout and protocols.
 - A member is reconciled to epoch E when it is STABLE at E. A member owns (for the group's partition-epoch
   map) its assigned partitions and those pending revocation.
 """
@@ -17,7 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from coordinator.core.consumer_group.model import Assignment, MemberState, union
-from coordinator.core.consumer_group.records import CurrentAssignmentValue, MemberMetadataValue
+from coordinator.core.consumer_group.records import (
+    ClassicMemberMetadata,
+    CurrentAssignmentValue,
+    MemberMetadataValue,
+)
 
 
 def canonical_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -40,6 +45,11 @@ class Member:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set for a member on the classic protocol (migration.py)
+
+    @property
+    def uses_classic(self) -> bool:
+        return self.classic is not None
 
     def replace(self, **changes: object) -> Member:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -62,7 +72,7 @@ class Member:
     def metadata_value(self) -> MemberMetadataValue:
         return MemberMetadataValue(self.instance_id, self.rack_id, self.client_id, self.client_host,
                                    self.subscribed_topic_names, self.subscribed_topic_regex,
-                                   self.rebalance_timeout_ms, self.server_assignor)
+                                   self.rebalance_timeout_ms, self.server_assignor, self.classic)
 
     def assignment_value(self) -> CurrentAssignmentValue:
         return CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
@@ -73,7 +83,8 @@ class Member:
                             client_host=v.client_host,
                             subscribed_topic_names=canonical_names(v.subscribed_topic_names),
                             subscribed_topic_regex=v.subscribed_topic_regex,
-                            rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor)
+                            rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor,
+                            classic=v.classic)
 
     def with_assignment(self, v: CurrentAssignmentValue) -> Member:
         return self.replace(member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,

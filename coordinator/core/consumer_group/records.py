@@ -13,13 +13,15 @@ RebalanceTimeoutMs, ServerAssignor?, tag 0: ClassicMemberMetadata?}; 6 TargetAss
 CurrentMemberAssignment {MemberEpoch, PreviousMemberEpoch, State int8, AssignedPartitions[],
 PartitionsPendingRevocation[]}; 16 ConsumerGroupRegularExpression (key GroupId, RegularExpression) {Topics[]
 (compact strings), Version int64, Timestamp int64} (Kafka 4.0's ConsumerGroupRegularExpressionKey/Value.json).
-Tagged fields are never written; unknown ones are skipped when read (tag 0 of type 5, the classic-protocol
-metadata of migrated members, is part of the migration slice and is skipped too). Topic lists are written
+Tagged fields are written only for tag 0 of type 5 (ClassicMemberMetadata {SessionTimeoutMs int32,
+SupportedProtocols[{Name string, Metadata bytes}]}: a member on the classic protocol, migration.py), and
+unknown ones are skipped when read. Topic lists are written
 sorted by topic id and partitions ascending, so equal values give equal bytes. Bad bytes raise RecordError.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -71,6 +73,15 @@ class MemberMetadataKey:  # 5
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """Tag 0 of MemberMetadata: a member that speaks the classic protocol (its JoinGroup's session timeout and
+    protocols, in its order of preference)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None = None
     rack_id: str | None = None
@@ -80,6 +91,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +220,9 @@ def encode_value(value: Value | None) -> bytes | None:
         P.write_string(io, value.subscribed_topic_regex, True)
         io.write(_I.pack(value.rebalance_timeout_ms))
         P.write_string(io, value.server_assignor, True)
+        if value.classic is not None:
+            io.write(b"\x01\x00" + P.encode_uvarint(len(body := _classic_body(value.classic))) + body)
+            return io.getvalue()
     elif isinstance(value, TargetAssignmentMemberValue):
         _w_assignment(io, value.partitions)
     elif isinstance(value, CurrentAssignmentValue):
@@ -223,6 +238,43 @@ def encode_value(value: Value | None) -> bytes | None:
         raise TypeError(f"not a consumer-group record value: {value!r}")
     io.write(b"\x00")  # the value's tagged fields
     return io.getvalue()
+
+
+def _classic_body(c: ClassicMemberMetadata) -> bytes:
+    io = BytesIO()
+    io.write(_I.pack(c.session_timeout_ms))
+    P.write_count(io, len(c.protocols), True)
+    for name, metadata in c.protocols:
+        P.write_string(io, name, True)
+        P.write_bytes(io, metadata, True)
+        io.write(b"\x00")
+    io.write(b"\x00")
+    return io.getvalue()
+
+
+def _r_classic(io: BytesIO) -> ClassicMemberMetadata:
+    timeout = _r_int(io, _I)
+    protocols = []
+    for _ in range(P.read_count(io, True, False, 3)):
+        name = _r_str(io, False) or ""
+        protocols.append((name, P.read_bytes(io, True, False) or b""))
+        P.skip_tagged_fields(io)
+    P.skip_tagged_fields(io)
+    return ClassicMemberMetadata(timeout, tuple(protocols))
+
+
+def _r_member_tags(io: BytesIO) -> ClassicMemberMetadata | None:
+    """MemberMetadata's tagged fields: tag 0 read, the others skipped."""
+    classic = None
+    for _ in range(P.read_uvarint(io)):
+        tag, size = P.read_uvarint(io), P.read_uvarint(io)
+        data = P.read_exact(io, size)
+        if tag == 0:
+            inner = BytesIO(data)
+            classic = _r_classic(inner)
+            if inner.tell() != len(data):
+                raise RecordError("trailing bytes in ClassicMemberMetadata")
+    return classic
 
 
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
@@ -282,7 +334,12 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         if version != VALUE_VERSION:
             raise RecordError(f"unknown value version {version} for {type(key).__name__}")
         value = _decode_body(key, io)
-        P.skip_tagged_fields(io)
+        if isinstance(value, MemberMetadataValue):
+            classic = _r_member_tags(io)
+            if classic is not None:
+                value = dataclasses.replace(value, classic=classic)
+        else:
+            P.skip_tagged_fields(io)
     except (ProtocolError, UnicodeDecodeError, struct.error) as e:
         raise RecordError(f"bad {type(key).__name__} value: {e}") from e
     if io.tell() != len(data):

@@ -51,8 +51,8 @@ def test_records_encode_to_kafkas_bytes(name: str, record: R.Record, key_hex: st
 
 
 def test_unknown_tagged_fields_are_skipped() -> None:
-    # MemberMetadata with tag 0 (ClassicMemberMetadata, 3 opaque bytes here) as Kafka may write it
-    value = h("0000 00 00 01 01 01 00 ffffffff 00 01 00 03 abcdef")
+    # MemberMetadata with a tag this version does not know (tag 1, 3 opaque bytes; tag 0 is ClassicMemberMetadata)
+    value = h("0000 00 00 01 01 01 00 ffffffff 00 01 01 03 abcdef")
     got = R.decode_record(h("0005 0001 67 0001 6d"), value)
     assert got is not None and got.value == R.MemberMetadataValue()
     # PartitionMetadata with (deprecated) rack data
