@@ -142,6 +142,10 @@ UNIT_S = {
     "tests/integration/test_cli_transactions.py": 20,
     "tests/compat/aiokafka_suite/test_transactional_producer.py": 20,
     "tests/compat/aiokafka_suite/test_transactional_consumer.py": 10,
+    "tests/integration/test_transactions_crash.py": 45,
+    "tests/compat/test_kip848_js_clients.py": 30,
+    "tests/integration/test_offset_history.py": 25,
+    "tests/integration/test_groups_history.py": 12,
 }
 PER_TEST_S = {"cluster": 2.0, "compat": 4.0, "deploy": 3.0, "integration": 1.5, "security": 1.2, "client": 0.4,
               "runtime": 0.1, "storage": 0.1, "core": 0.05, "protocol": 0.02}
