@@ -18,7 +18,9 @@ Rules:
   nodes answer NOT_COORDINATOR), with the retries above; an error raises KafkaError.
 - ``group_history``: a group's rebalances, newest first, from groupcoord's own DescribeGroups v5+ tagged field
   ``history`` (coordinator/core/rebalance_history.py); a coordinator that does not send it (Kafka, or
-  DescribeGroups below v5) gives none.
+  DescribeGroups below v5) gives none. A KIP-848 consumer group's history comes the same way (DescribeGroups
+  answers its id Dead, or GROUP_ID_NOT_FOUND from v6, with the history tag): its state and error are then
+  ConsumerGroupDescribe's.
 - ``offset_history``: a group's last commits per partition (``offsets.history.size``), newest first, from
   groupcoord's own DescribeGroups v5+ tagged field ``offset_history`` (asked for with our request tag
   ``include_offset_history``) (coordinator/core/offset_history.py); ``OffsetHistory.at(ms)`` is what the group had
@@ -317,12 +319,20 @@ class AdminClient:
             group_id, DESCRIBE_GROUPS, {"groups": [group_id], "include_authorized_operations": False},
             lambda r: r["groups"][0]["error_code"] if r["groups"] else 0)
         g = resp["groups"][0]
+        state, code = g["group_state"], g["error_code"]
+        if state == "Dead" and code in (0, ErrorCode.GROUP_ID_NOT_FOUND):  # a KIP-848 group? (module rules)
+            try:
+                cg = self.describe_consumer_groups([group_id])[0]
+            except KafkaError:  # a node without ConsumerGroupDescribe: DescribeGroups' answer stands
+                cg = None
+            if cg is not None and not cg.error_code:
+                state, code = cg.state, 0
         entries = [RebalanceEntry(e["seq"], e["generation"], e["start_ms"], e["end_ms"], e["trigger"], e["member_id"],
                                   e["client_id"], e["client_host"], e["reason"], e["protocol_type"], e["protocol"],
                                   e["leader"], e["members_before"], e["members_after"], tuple(e["joined"]),
                                   tuple(e["left"]))
                    for e in g.get("history") or ()]
-        return GroupHistory(g["group_id"], g["group_state"], entries, node, g["error_code"], version)
+        return GroupHistory(g["group_id"], state, entries, node, code, version)
 
     def offset_history(self, group_id: str) -> OffsetHistory:
         """The group's kept commits per partition, newest first (module rules)."""

@@ -47,7 +47,11 @@ Runtime contract (all calls take ``now_ms``; nothing here reads a clock or does 
   DeleteGroups drops a deleted group's pending transactional offsets.
 - Rebalance history (rebalance_history.py): a group metadata tombstone written by DeleteGroups or the offsets
   expiry takes the group's history records with it (in the same write); DescribeGroups v5+ answers carry each
-  group's history in our tagged field ``history`` (protocol/messages/describe_groups.py).
+  group's history in our tagged field ``history`` (protocol/messages/describe_groups.py). KIP-848 consumer groups
+  alike (consumer_group/history.py): their entries come with the outcome that bumps the epoch
+  (``consumer_history`` gives its records), a consumer group deleted (DeleteGroups, or an empty one replaced by
+  a classic JoinGroup) takes its history with it, and DescribeGroups' answer for a consumer group id (Dead, or
+  GROUP_ID_NOT_FOUND "not a classic group" from v6, as Kafka 4) carries its history in the same tagged field.
 - Offset history (offset_history.py): the offset tombstones a handler or the retention timer writes (DeleteGroups,
   OffsetDelete, expiry) take their partitions' history records with them (in the same write); DescribeGroups v5+
   answers carry each group's in our tagged field ``offset_history``.
@@ -108,7 +112,7 @@ from .rebalance import (
     prepare_rebalance,
     schedule_session,
 )
-from .rebalance_history import Rebalance, forget, tombstone_deleted, wire
+from .rebalance_history import Rebalance, append, forget, tombstone_deleted, wire
 from .records import OffsetCommitValue
 from .responses import join_response, offset_commit_response
 from .shard import Shard, ShardStatus, group_from_record
@@ -224,8 +228,10 @@ def _route(env: Env, fx: Effects, api_key: int, version: int, req: dict, token: 
                                                  req.get("member_id") or ""))
                 return
             shard = env.shard_of(group_id)
+            first = len(fx.records)
             for record in shard.consumer.delete_records(group_id):  # Kafka deletes an empty consumer group
                 fx.write(shard.shard_id, *cg_records.encode_record(record))
+            tombstone_deleted([s.history for s in env.shards], fx, first)  # its rebalance history goes with it
     handler(env, fx, version, req, token, client_id, client_host)
 
 
@@ -788,6 +794,11 @@ class Coordinator:
         write itself (a consumer group replacing an empty classic group, runtime/consumer_groups.py)."""
         shard = self._env.shard_of(group_id)
         return [(key, None) for key in forget(shard.history, group_id)]
+
+    def consumer_history(self, shard_id: int, group_id: str, entry: Rebalance) -> list[tuple[bytes, bytes | None]]:
+        """The records of a consumer group's epoch-bump history entry (core/consumer_group/history.py), to write
+        in the batch of the outcome that carries it (runtime/consumer_groups.py); none with group.history.size 0."""
+        return append(self._env.shards[shard_id].history, group_id, entry, self._env.cfg.group_history_size)
 
     def group_configs(self, group_id: str) -> dict[str, str] | Err:
         """The group's config overrides (durable ones), or the shard's status error (not ACTIVE here)."""

@@ -25,10 +25,17 @@ Rules:
   every slot its ring holds (``tombstone_deleted``); a close also tombstones slots at or past the size (the size
   was lowered). ``group.history.size`` 0: nothing new is written; what is stored stays readable.
 - Read: ``entries`` (newest first) and ``wire`` (DescribeGroups v5+'s own tagged field ``history``).
+- KIP-848 consumer groups (consumer_group/history.py states their rules) share the record, the codec and the ring
+  (one ring per group id: a group converted between the protocols keeps one history). Their entry is computed by
+  the consumer-group core with the outcome that bumps the epoch; ``append`` gives it its seq and slot and returns
+  its records (the runtime writes them in that outcome's batch). A consumer group's Metadata tombstone (key
+  version 3) deletes its history like a classic GroupMetadata tombstone (``tombstone_deleted``), except in a
+  downgrade, whose tombstones the runtime writes outside the core (a conversion is no deletion).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -57,6 +64,7 @@ COORDINATOR_MOVED = "coordinator-moved"
 _REJOINS = frozenset(("leader-rejoined", "subscription-changed", "static-member-rejoined"))
 _LEFT = frozenset(("member-left", "session-expired"))
 
+_GROUP_KEYS = (b"\x00\x02", b"\x00\x03")  # GroupMetadata, ConsumerGroupMetadata
 _H, _I, _Q = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _HEAD = struct.Struct(">hqiqq")  # version, seq, generation, start, end
 
@@ -178,30 +186,45 @@ def close(history: History, fx: Effects, shard_id: int, group: Group, size: int)
     opened = history.open.pop(group.group_id, None)
     if opened is None or size <= 0:
         return
-    gid = group.group_id
-    ring = history.rings.get(gid)
-    seq = ring.next_seq if ring is not None else 0
     after = group.members
     joined = [m for m in after if m not in opened.before]
     left = sorted(m for m in opened.before if m not in after)
-    value = encode_value(Rebalance(seq, group.generation, opened.start_ms, fx.now_ms, opened.trigger,
-                                   group.protocol_type, group.protocol_name, group.leader_id, len(opened.before),
-                                   len(after), tuple(joined[:IDS_KEPT]), tuple(left[:IDS_KEPT])))
-    fx.write(shard_id, encode_key(gid, seq % size), value)
+    entry = Rebalance(0, group.generation, opened.start_ms, fx.now_ms, opened.trigger, group.protocol_type,
+                      group.protocol_name, group.leader_id, len(opened.before), len(after),
+                      tuple(joined[:IDS_KEPT]), tuple(left[:IDS_KEPT]))
+    for key, value in append(history, group.group_id, entry, size):
+        fx.write(shard_id, key, value)
+
+
+def append(history: History, group_id: str, entry: Rebalance, size: int) -> list[tuple[bytes, bytes | None]]:
+    """The records of a new entry of ``group_id``'s history (``entry`` with the next seq; none when the size is 0):
+    its value at slot seq % size, then tombstones for the slots at or past the size (it was lowered). The seq is
+    taken now: another entry before these records are durable gets the next one; a failed write skips it."""
+    if size <= 0:
+        return []
+    ring = history.rings.get(group_id)
+    seq = ring.next_seq if ring is not None else 0
+    out: list[tuple[bytes, bytes | None]] = [(encode_key(group_id, seq % size),
+                                              encode_value(dataclasses.replace(entry, seq=seq)))]
     if ring is None:
-        ring = history.rings[gid] = _Ring()
-    ring.next_seq = seq + 1  # taken now: another close before this write is durable gets the next one
-    for slot in sorted(s for s in ring.slots if s >= size):  # the size was lowered: those slots go
-        fx.write(shard_id, encode_key(gid, slot), None)
+        ring = history.rings[group_id] = _Ring()
+    ring.next_seq = seq + 1
+    out.extend((encode_key(group_id, slot), None) for slot in sorted(s for s in ring.slots if s >= size))
+    return out
 
 
 def tombstone_deleted(histories: list[History], fx: Effects, first: int = 0) -> None:
-    """Tombstones for the history of every group whose metadata tombstone ``fx`` holds from record ``first``."""
+    """Tombstones for the history of every group whose metadata tombstone ``fx`` holds from record ``first``
+    (a classic GroupMetadata, key version 2, or a consumer group's Metadata, key version 3)."""
+    done: set[tuple[int, str]] = set()
     for shard_id, key, value in fx.records[first:]:
-        if value is not None or key[:2] != b"\x00\x02" or len(key) < 4:
+        if value is not None or key[:2] not in _GROUP_KEYS or len(key) < 4:
             continue
         n = _H.unpack_from(key, 2)[0]
         gid = key[4:4 + n].decode("utf-8", "replace") if n >= 0 else ""
+        if (shard_id, gid) in done:
+            continue
+        done.add((shard_id, gid))
         for key in forget(histories[shard_id], gid):
             fx.write(shard_id, key, None)
 

@@ -24,8 +24,9 @@ Rules:
   (types 3-8 and 16) always apply, at load and after each durable write (the consumer-group core never changes
   itself: its records are its only way to change state). A record that breaks the groups' invariants
   (ReplayError) is refused as an undecodable one (RecordError, a ValueError: logged and skipped at load).
-- ``history`` holds the rebalance histories (``rebalance_history.History``): their records (our key version
-  1000) always apply, at load, while following and after each durable write.
+- ``history`` holds the rebalance histories (``rebalance_history.History``) of classic and consumer groups alike
+  (one ring per group id): their records (our key version 1000) always apply, at load, while following and
+  after each durable write.
 - ``offset_history`` holds the offset histories (``offset_history.OffsetHistory``): their records (our key
   version 1002) always apply likewise.
 - ``configs`` holds the per-group configs (``group_configs.GroupConfigs``): their records (our key version

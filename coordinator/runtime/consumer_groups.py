@@ -8,6 +8,8 @@ Rules:
   cluster mode answered once replicated) and only once it is durable is it replayed, are the deadlines
   armed and is the response sent. A failed write answers Kafka's mapped error
   (appendGroupMetadataErrorToResponseError) and changes nothing. A request with no records answers at once.
+  An outcome that bumps the group epoch carries its rebalance history entry (core/consumer_group/history.py):
+  its records (``core.consumer_history``) follow the outcome's in the same batch and replay with them.
 - One operation per group at a time: since state changes only when a write settles, the operations of a
   group (heartbeats, timer expiries) queue behind the one whose write is in flight, and each computes from
   the state its predecessor left.
@@ -268,7 +270,7 @@ class ConsumerGroupService:
             outcome = migration.classic_join(groups, group, body, version, now, self.topics,
                                              request.header.client_id or "", "/" + slot.conn.host)
         else:
-            outcome = migration.classic_leave(groups, group, body, version, self.topics)
+            outcome = migration.classic_leave(groups, group, body, version, self.topics, now)
         if not outcome.records:
             self._arm(outcome.deadlines)
             slot.complete(outcome.response)
@@ -302,6 +304,8 @@ class ConsumerGroupService:
         """Stage the outcome's records as one batch; once durable replay them and arm its deadlines, then
         ``settled`` (also on failure, with the error: nothing changed) and the group's next operation."""
         items = prefix + [R.encode_record(r) for r in outcome.records]
+        if outcome.rebalance is not None:  # the epoch bump's history entry (core/consumer_group/history.py)
+            items += self.core.consumer_history(shard, group_id, outcome.rebalance)
         if outcome.downgrade is not None:
             items.append((encode_group_key(group_id), encode_group_value(outcome.downgrade.value)))
 

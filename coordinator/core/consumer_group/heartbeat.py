@@ -15,6 +15,8 @@ Rules:
   target when group epoch > assignment epoch -> TargetAssignmentMember for each changed target,
   TargetAssignmentMetadata; reconcile -> CurrentMemberAssignment; session deadline re-armed;
   rebalance deadline armed on entering UNREVOKED_PARTITIONS, cancelled on leaving it.
+- An outcome whose records bump the group epoch (a leave or fence too) carries its rebalance history entry
+  (``HeartbeatOutcome.rebalance``, history.py); nothing is computed for one that does not.
 - The response's assignment is everything the member owns now, only on a full request (epoch 0, or
   rebalance timeout, names and owned partitions all given) or when its assigned partitions changed.
 - Regex subscriptions (v1 SubscribedTopicRegex; regex.py): a member's effective subscription is its names
@@ -51,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from coordinator.core.consumer_group import history as H
 from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.assignors import BUILTIN, Assignor, AssignorError, MemberSpec
 from coordinator.core.consumer_group.downgrade import downgrade
@@ -74,6 +77,7 @@ from coordinator.core.consumer_group.regex import (
     resolve,
     snapshot_version,
 )
+from coordinator.core.rebalance_history import Rebalance
 
 LEAVE_EPOCH = -1
 SESSION_TIMEOUT_KEY = "consumer.session.timeout.ms"  # Kafka 4's group config keys (group_configs.py)
@@ -118,6 +122,7 @@ class HeartbeatOutcome:
     records: list[R.Record] = field(default_factory=list)
     deadlines: list[Deadline] = field(default_factory=list)
     downgrade: Any = None  # migration.Downgrade: the records end the group, a classic group follows them
+    rebalance: Rebalance | None = None  # the history entry of the epoch bump (history.py; its seq given when written)
 
 
 def _no_override(group_id: str, key: str) -> int | None:
@@ -307,8 +312,11 @@ class ConsumerGroups:
                                     _metadata_value(metadata)))
             bump = True
         group_epoch = group.group_epoch + 1 if bump else group.group_epoch
+        rebalance = None
         if bump:
             records.append(R.Record(R.MetadataKey(group_id), R.MetadataValue(group_epoch)))
+            rebalance = self._bump_entry(group, group_epoch, previous, replaced, updated, old_id, metadata,
+                                         regexes_changed, now_ms)
 
         # 2. the target assignment
         own_target = group.target(old_id)
@@ -352,7 +360,23 @@ class ConsumerGroups:
                     "heartbeat_interval_ms": self.heartbeat_interval_ms(group_id), "assignment": None}
         if full or reconciled.assigned != member.assigned:
             response["assignment"] = {"topic_partitions": to_wire(reconciled.assigned)}
-        return HeartbeatOutcome(response, records, deadlines)
+        return HeartbeatOutcome(response, records, deadlines, rebalance=rebalance)
+
+    def _bump_entry(self, group: ConsumerGroup, epoch: int, previous: Member | None, replaced: Member | None,
+                    updated: Member, old_id: str, metadata: Mapping[str, R.TopicMetadata], regexes_changed: bool,
+                    now_ms: int) -> Rebalance:
+        """A heartbeat's epoch bump as a history entry (history.py)."""
+        kind = H.heartbeat_kind(previous, replaced, updated)
+        protocol = self.assignor_after(group, {old_id: None, updated.member_id: updated})
+        reason = (H.metadata_change(group.subscription_metadata, metadata, regexes_changed)
+                  if kind == H.TOPIC_METADATA_CHANGED else None)
+        return H.entry(group, epoch, kind, None if kind == H.TOPIC_METADATA_CHANGED else updated, now_ms, protocol,
+                       joined=(updated.member_id,), left=(old_id,) if old_id != updated.member_id else (),
+                       reason=reason)
+
+    def assignor_after(self, group: ConsumerGroup, replacing: Mapping[str, Member | None]) -> str:
+        """The server assignor the group uses once ``replacing`` applies (``ConsumerGroup.preferred_assignor``)."""
+        return group.preferred_assignor(self.config.assignors[0], self.config.assignors, replacing)
 
     def _regexes(self, group: ConsumerGroup, previous: Member | None, updated: Member, now_ms: int,
                  topics: Mapping[str, TopicInfo], may_describe: TopicFilter
@@ -430,16 +454,18 @@ class ConsumerGroups:
                 away = member.replace(member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})
                 record = R.Record(R.CurrentAssignmentKey(group_id, member_id), away.assignment_value())
                 return HeartbeatOutcome(response, [record])
-        return self._fence(group, member, topics, response, now_ms)
+        return self._fence(group, member, topics, response, now_ms, H.MEMBER_LEFT)
 
     def _fence(self, group: ConsumerGroup, member: Member, topics: Mapping[str, TopicInfo],
-               response: dict[str, Any] | None, now_ms: int) -> HeartbeatOutcome:
+               response: dict[str, Any] | None, now_ms: int, kind: str) -> HeartbeatOutcome:
         group_id = group.group_id
         classic = downgrade(group, member.member_id, self.config.migration_policy, self.config.classic_max_size,
                             now_ms)
         if classic is not None:
             deadlines = [d for m in group.members for d in _cancel_timers(group_id, m)]
-            return HeartbeatOutcome(response, self.delete_records(group_id), deadlines, classic)
+            entry = H.entry(group, group.group_epoch, H.MIGRATION_TO_CLASSIC, member, now_ms, classic.value.protocol,
+                            left=(member.member_id,), reason=kind)
+            return HeartbeatOutcome(response, self.delete_records(group_id), deadlines, classic, entry)
         records = _removal(group_id, member.member_id)
         regex = member.subscribed_topic_regex
         if regex and group.regex_members.get(regex) == 1 and regex in group.resolved_regexes:
@@ -451,7 +477,9 @@ class ConsumerGroups:
             records.append(R.Record(R.PartitionMetadataKey(group_id),
                                     _metadata_value(metadata)))
         records.append(R.Record(R.MetadataKey(group_id), R.MetadataValue(group.group_epoch + 1)))
-        return HeartbeatOutcome(response, records, _cancel_timers(group_id, member.member_id))
+        entry = H.entry(group, group.group_epoch + 1, kind, member, now_ms,
+                        self.assignor_after(group, {member.member_id: None}), left=(member.member_id,))
+        return HeartbeatOutcome(response, records, _cancel_timers(group_id, member.member_id), rebalance=entry)
 
     def expire_session(self, group_id: str, member_id: str, now_ms: int,
                        topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
@@ -460,7 +488,7 @@ class ConsumerGroups:
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return HeartbeatOutcome(None)
-        return self._fence(group, member, topics, None, now_ms)
+        return self._fence(group, member, topics, None, now_ms, H.SESSION_EXPIRED)
 
     def expire_rebalance(self, group_id: str, member_id: str, epoch: int, now_ms: int,
                          topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
@@ -469,7 +497,7 @@ class ConsumerGroups:
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None or member.member_epoch != epoch:
             return HeartbeatOutcome(None)
-        return self._fence(group, member, topics, None, now_ms)
+        return self._fence(group, member, topics, None, now_ms, H.REBALANCE_TIMEOUT)
 
     def loaded_deadlines(self, now_ms: int) -> list[Deadline]:
         """After a load: every member's session deadline, and the rebalance deadline of those revoking."""

@@ -17,7 +17,8 @@ Rules:
   Metadata{generation}, TargetAssignmentMember of each, TargetAssignmentMetadata{generation},
   CurrentMemberAssignment of each; then the heartbeat's own records, computed against the converted group.
   Each converted member's session deadline is its classic session timeout. The group's configs and rebalance
-  history records are kept (a conversion is no deletion).
+  history records are kept (a conversion is no deletion); the conversion is itself an entry (history.py:
+  migration-from-classic, and migration-to-classic for a downgrade).
 - Classic members inside a consumer group (Kafka's classicGroup*ToConsumerGroup):
   JoinGroup: protocol type "consumer" and a protocol every classic member supports (a group without classic
   members takes any non-empty list), else INCONSISTENT_GROUP_PROTOCOL; GROUP_MAX_SIZE_REACHED past the size;
@@ -56,6 +57,7 @@ from client.consumer_protocol import (
     decode_assignment,
     decode_subscription,
 )
+from coordinator.core.consumer_group import history as H
 from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.downgrade import (  # noqa: F401 (re-exported: the migration's vocabulary)
     PROTOCOL_TYPE,
@@ -133,7 +135,14 @@ def upgrade(groups: ConsumerGroups, classic: Group, request: Mapping[str, Any], 
         return HeartbeatOutcome(outcome.response)
     sessions = [Deadline("session", group_id, m.member_id, now_ms + groups.member_session_ms(group_id, m))
                 for m in base.members.values()]
-    return HeartbeatOutcome(outcome.response, records + outcome.records, sessions + outcome.deadlines)
+    if outcome.rebalance is not None:
+        entry = H.retrigger(outcome.rebalance, H.MIGRATION_FROM_CLASSIC)
+    else:  # the joiner changed nothing: no bump, the conversion is still an entry (at the classic generation)
+        joiner = Member(outcome.response["member_id"], client_id=client_id, client_host=client_host)
+        entry = H.entry(base, base.group_epoch, H.MIGRATION_FROM_CLASSIC, joiner, now_ms,
+                        groups.assignor_after(base, {}), joined=(joiner.member_id,))
+    return HeartbeatOutcome(outcome.response, records + outcome.records, sessions + outcome.deadlines,
+                            rebalance=entry)
 
 
 def conversion_records(classic: Group, topics: Mapping[str, TopicInfo]) -> list[R.Record]:
@@ -286,11 +295,12 @@ def classic_join(groups: ConsumerGroups, group: ConsumerGroup, req: Mapping[str,
     if response.get("error_code"):
         return refuse(response["error_code"])
     return HeartbeatOutcome(join_response(version, 0, member_id, response["member_epoch"], PROTOCOL_TYPE,
-                                          protocols[0][0], "", []), outcome.records, outcome.deadlines)
+                                          protocols[0][0], "", []), outcome.records, outcome.deadlines,
+                            rebalance=outcome.rebalance)
 
 
 def classic_leave(groups: ConsumerGroups, group: ConsumerGroup, req: Mapping[str, Any], version: int,
-                  topics: Mapping[str, TopicInfo]) -> HeartbeatOutcome:
+                  topics: Mapping[str, TopicInfo], now_ms: int = 0) -> HeartbeatOutcome:
     """A classic LeaveGroup: each named classic member removed, one epoch bump for all (a LeaveGroup answer)."""
     from coordinator.core.responses import leave_response
 
@@ -299,7 +309,9 @@ def classic_leave(groups: ConsumerGroups, group: ConsumerGroup, req: Mapping[str
     else:
         leaving = [(req.get("member_id") or "", None)]
     results, gone = [], []
-    for member_id, instance_id in leaving:
+    reasons = [m.get("reason") if version >= 5 else None for m in req.get("members") or ()] or [None]
+    reason = None  # the first leaver's (LeaveGroup v5+): its history entry keeps it
+    for i, (member_id, instance_id) in enumerate(leaving):
         try:
             if instance_id is not None and not member_id:
                 found = group.static_member(instance_id)
@@ -308,6 +320,7 @@ def classic_leave(groups: ConsumerGroups, group: ConsumerGroup, req: Mapping[str
                 member = _member(group, member_id, instance_id)
             if member.member_id not in {m.member_id for m in gone}:
                 gone.append(member)
+                reason = reasons[i] if len(gone) == 1 and i < len(reasons) else reason
             results.append({"member_id": member.member_id, "group_instance_id": instance_id, "error_code": 0})
         except _Refused as e:
             results.append({"member_id": member_id, "group_instance_id": instance_id, "error_code": int(e.code)})
@@ -324,4 +337,7 @@ def classic_leave(groups: ConsumerGroups, group: ConsumerGroup, req: Mapping[str
         records.append(R.Record(R.PartitionMetadataKey(gid), _metadata_value(metadata)))
     records.append(R.Record(R.MetadataKey(gid), R.MetadataValue(group.group_epoch + 1)))
     deadlines = [Deadline(kind, gid, m.member_id, None) for m in gone for kind in ("session", "rebalance")]
-    return HeartbeatOutcome(response, records, deadlines)
+    entry = H.entry(group, group.group_epoch + 1, H.MEMBER_LEFT, gone[0], now_ms,
+                    groups.assignor_after(group, {m.member_id: None for m in gone}),
+                    left=[m.member_id for m in gone], reason=reason)
+    return HeartbeatOutcome(response, records, deadlines, rebalance=entry)
