@@ -619,8 +619,8 @@ class Broker:
              "replica_nodes": [self.node_id], "isr_nodes": [self.node_id], "offline_replicas": []}
             for p in range(count)
         ]
-        return {"error_code": 0, "name": name, "topic_id": topic_id(name), "is_internal": name == OFFSETS_TOPIC,
-                "partitions": parts}
+        return {"error_code": 0, "name": name, "topic_id": topic_id(name),
+                "is_internal": name in (OFFSETS_TOPIC, TXN_TOPIC), "partitions": parts}
 
     @staticmethod
     def created_topic_metadata(name: str) -> dict[str, Any]:
@@ -654,6 +654,8 @@ class Broker:
             asked = [t["name"] for t in wanted if t.get("name") is not None]
             by_id = self._topics_by_id(wanted, request.version)
             names = list(dict.fromkeys(asked))
+            if TXN_TOPIC in names and self.transactions is not None:  # answered when asked for by name (tools)
+                topics[TXN_TOPIC] = self.config["transaction.state.log.num.partitions"]
             allow = request.body.get("allow_auto_topic_creation", True) and not by_id  # Kafka: never by id
             for n in names:
                 if n not in topics and allow and ts is not None and ts.auto_create(n):
@@ -707,7 +709,7 @@ class Broker:
         entries = []
         listener, v = slot.conn.listener, request.version
         for n in sorted(set(names), key=names.index):
-            if n == OFFSETS_TOPIC:
+            if n == OFFSETS_TOPIC or (n == TXN_TOPIC and n in view.assignments):
                 entries.append(topic_entry(view, n, topic_id, True, listener, v))
             elif ct is not None:
                 entries.append(ct.metadata_entry(view, n, allow, listener, v))

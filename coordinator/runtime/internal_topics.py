@@ -7,6 +7,8 @@ Rules:
   (``PartitionLog.note_durable``), so no commit is readable before it is durable; that is the rule the
   topic logs follow. Produce to it stays refused (INVALID_TOPIC_EXCEPTION, topics.py). Other names starting
   with ``__`` stay unknown (``hidden``).
+- ``__transaction_state`` is served the same way (Fetch, ListOffsets; Metadata names it when asked for by
+  name): Kafka's TransactionLog key and value layouts, as kafka-console-consumer's formatter reads them.
 - What is read is what the coordinator wrote (``coordinator.core.records``): Kafka's key and value layouts
   (OffsetCommitKey v1, OffsetCommitValue v1/v3, GroupMetadataKey v2, GroupMetadataValue v3) and its
   tombstones (null values) for deleted groups and for expired or deleted offsets, in commit order.
@@ -44,9 +46,13 @@ WATCH_INTERVAL_S = 0.005
 _TAIL_CHUNK = 1 << 20
 
 
+TXN_TOPIC = "__transaction_state"  # transactions.TXN_TOPIC
+
+
 def hidden(name: str) -> bool:
-    """Whether Fetch/ListOffsets must answer a topic as unknown: internal names other than the offsets topic."""
-    return name.startswith("__") and name != OFFSETS_TOPIC
+    """Whether Fetch/ListOffsets must answer a topic as unknown: internal names other than the offsets and the
+    transaction state topics (both readable, in Kafka's layouts, as Kafka's tools read them)."""
+    return name.startswith("__") and name not in (OFFSETS_TOPIC, TXN_TOPIC)
 
 
 def reads_offsets_topic(fetch_body: dict) -> bool:

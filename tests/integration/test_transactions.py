@@ -258,3 +258,46 @@ def test_the_next_transaction_waits_for_the_markers_instead_of_being_refused(tmp
     finally:
         cluster.close()
         srv.stop()
+
+
+def test_the_transaction_state_topic_is_readable_in_kafkas_layout(tmp_path: Path) -> None:
+    """As kafka-console-consumer with Kafka's TransactionLogMessageFormatter reads it: Metadata names
+    __transaction_state (internal) when asked, and a Fetch of the id's partition returns its records, whose
+    keys and values decode with Kafka's TransactionLogKey/Value layouts to the transaction's life."""
+    from client.cluster import Cluster
+    from coordinator.core.sharding import partition_for
+    from coordinator.core.transactions.records import decode_key, decode_value
+    from protocol.record_batch import iter_records
+
+    srv = ServerProcess(tmp_path / "data").start().wait_loaded()
+    cluster = Cluster(srv.bootstrap, client_id="txn-log-reader")
+    try:
+        _create(srv.bootstrap, ("log-out", 1))
+        p = _txn_producer(srv.bootstrap, "readable-id")
+        p.begin_transaction()
+        p.produce("log-out", b"x")
+        p.commit_transaction(30)
+        cluster.refresh_metadata(None)
+        conn = cluster.connection(next(iter(cluster.nodes)))
+        _, md = conn.send(3, {"topics": [{"name": "__transaction_state"}], "allow_auto_topic_creation": False})
+        entry = md["topics"][0]
+        assert entry["error_code"] == 0 and entry["is_internal"] and len(entry["partitions"]) == 50
+        partition = partition_for("readable-id", 50)
+        states: list[int] = []
+        deadline = time.monotonic() + 10
+        while (not states or states[-1] != 4) and time.monotonic() < deadline:  # CompleteCommit
+            _, resp = conn.send(1, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                    "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                                        {"topic": "__transaction_state", "partitions": [
+                                            {"partition": partition, "fetch_offset": 0, "current_leader_epoch": -1,
+                                             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                                    "forgotten_topics_data": [], "rack_id": ""}, version=11)
+            part = resp["responses"][0]["partitions"][0]
+            assert part["error_code"] == 0, part
+            states = [decode_value(r.value).state for r in iter_records(part["records"] or b"")
+                      if r.key is not None and decode_key(r.key) == "readable-id" and r.value is not None]
+            time.sleep(0.05)
+        assert states[0] == 0 and states[-3:] == [1, 2, 4], states  # Empty, Ongoing, PrepareCommit, CompleteCommit
+    finally:
+        cluster.close()
+        srv.stop()
