@@ -152,7 +152,11 @@ def _check_commit(env: Env, group_id: str, version: int, epoch: int, member_id: 
     """None: not a consumer group (the classic rules apply); _ACCEPTED; or the error of every partition.
     Kafka 4.0's ConsumerGroup.validateOffsetCommit (non-transactional): a negative epoch commits to a group
     without members (admin, manual assignment); else the member must exist (UNKNOWN_MEMBER_ID), commit with
-    v9+ (UNSUPPORTED_VERSION) and carry its current epoch (STALE_MEMBER_EPOCH)."""
+    v9+ (UNSUPPORTED_VERSION) and carry an epoch it may still commit with (STALE_MEMBER_EPOCH otherwise): its
+    current one or, KIP-1251's relaxed check, one since its previous epoch (previous <= epoch <= current). A
+    commit sent while the heartbeat answer moving the member to its next epoch is on its way is not refused
+    (Kafka 4.0-4.2 refused it: node-rdkafka#1146). The previous epoch stands for the partitions' assignment
+    epochs (a member is moved on only once it has given up what it had to revoke), without them per partition."""
     group = _consumer_group(env, group_id)
     if group is None:
         return None
@@ -165,7 +169,7 @@ def _check_commit(env: Env, group_id: str, version: int, epoch: int, member_id: 
         return Err.ILLEGAL_GENERATION if epoch != member.member_epoch else _ACCEPTED
     if version < 9:
         return CgErr.UNSUPPORTED_VERSION
-    if epoch != member.member_epoch:
+    if not min(member.previous_member_epoch, member.member_epoch) <= epoch <= member.member_epoch:
         return CgErr.STALE_MEMBER_EPOCH
     return _ACCEPTED
 

@@ -7,7 +7,8 @@ One server (fresh data dir). Prints:
 1. Transactional produce throughput with confluent-kafka (transactions of 100 records: begin, 100 produce,
    commit), to one partition and spread over ten, against an idempotent producer sending the same records
    (flushed every 100, so both wait for the same acknowledgements); each warmed up first (one record per
-   partition, or one such transaction); ratio target >= 0.7.
+   partition, or one such transaction); ratio target >= 0.7. Then the same with ``--producers`` (8) of each
+   kind at once (each its own transactional id), where the server's group commit shares its fsyncs.
 2. EndTxn latency: ``commit_transaction()`` of a transaction whose one record is already acknowledged (so
    the time is the EndTxn round: the PrepareCommit record made durable), p50/p99, against the durable commit
    floor of the same run: a synchronous OffsetCommit (one offset record made durable), p50/p99; p99 ratio
@@ -55,6 +56,27 @@ def _create(bootstrap: str, topics: dict[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()]).values():
         f.result(30)
+
+
+def _concurrently(n: int, run: Any) -> float:
+    """``run(i)`` in ``n`` threads at once (each returns its records/s over its own span); the records/s of all
+    together: the sum of their records over the longest span."""
+    import threading
+
+    spans: list[tuple[float, float, int]] = []
+
+    def one(i: int) -> None:
+        t0 = time.perf_counter()
+        count = run(i)
+        spans.append((t0, time.perf_counter(), count))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    start, end = min(s[0] for s in spans), max(s[1] for s in spans)
+    return sum(s[2] for s in spans) / (end - start)
 
 
 def _idempotent(bootstrap: str, topic: str, partitions: int, records: int) -> float:
@@ -185,6 +207,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=20_000)
     ap.add_argument("--ids", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--producers", type=int, default=8, help="producers at once for the second throughput pair")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         srv = ServerProcess(Path(tmp) / "data", "--num-partitions", "1").start().wait_loaded()
@@ -196,7 +219,15 @@ def main() -> None:
                 idem = _idempotent(srv.bootstrap, f"bench-i{parts}", parts, args.records)
                 txn = _transactional(srv.bootstrap, f"bench-t{parts}", parts, args.records, f"bench-t{parts}")
                 print(f"{parts:2d} partition(s): idempotent {idem:10,.0f} rec/s  transactional ({TXN_SIZE}/txn) "
-                      f"{txn:10,.0f} rec/s  ratio {txn / idem:5.2f}  (target >= 0.7)")
+                      f"{txn:10,.0f} rec/s  ratio {txn / idem:5.2f}  (target >= 0.7; one producer each)")
+            n, each = args.producers, args.records // args.producers
+            for parts in (1, 10):
+                idem = _concurrently(n, lambda i, parts=parts: _idempotent(
+                    srv.bootstrap, f"bench-i{parts}", parts, each) * 0 + each)
+                txn = _concurrently(n, lambda i, parts=parts: _transactional(
+                    srv.bootstrap, f"bench-t{parts}", parts, each, f"bench-c{parts}-{i}") * 0 + each)
+                print(f"{parts:2d} partition(s), {n} producers at once: idempotent {idem:10,.0f} rec/s  "
+                      f"transactional {txn:10,.0f} rec/s  ratio {txn / idem:5.2f}  (target >= 0.7)")
             commit = _commit_latencies(srv.bootstrap, "bench-lat", args.rounds)
             end = _end_txn_latencies(srv.bootstrap, "bench-lat", args.rounds)
             print(f"durable OffsetCommit (floor): p50 {statistics.median(commit):6.2f} ms  p99 {_pct(commit, .99):6.2f} ms")

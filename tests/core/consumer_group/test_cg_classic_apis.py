@@ -174,3 +174,18 @@ def test_delete_groups_refuses_a_consumer_group_with_members_and_deletes_it_empt
     assert GROUP not in core.consumer_groups(shard).groups and core.committed_offsets(GROUP) == {}
     assert GROUP not in _list(core)
     assert delete() == 69  # GROUP_ID_NOT_FOUND
+
+
+def test_offset_commit_takes_an_epoch_since_the_members_previous_one_kip_1251() -> None:
+    """A commit sent while the heartbeat answer moving the member on is in flight carries its previous epoch:
+    accepted (KIP-1251's relaxed check); older epochs and future ones are stale."""
+    core, member, _ = _core_with_member()
+    groups = core.consumer_groups(core.shard_for(GROUP)).groups
+    m = groups[GROUP].members[member]
+    groups[GROUP].members[member] = m.replace(member_epoch=7, previous_member_epoch=5)  # moved on from 5 to 7
+    assert _commit(core, 9, 7, member) == 0
+    assert _commit(core, 9, 6, member) == 0 and _commit(core, 9, 5, member) == 0
+    assert _commit(core, 9, 4, member) == 113 and _commit(core, 9, 8, member) == 113
+    assert core.commit_offset(1, 9, GROUP, 5, member, None, TOPIC, 0, 6, -1, "", None).__class__.__name__ \
+        == "PendingCommit"
+    assert core.commit_offset(1, 9, GROUP, 4, member, None, TOPIC, 0, 6, -1, "", None) == 113
