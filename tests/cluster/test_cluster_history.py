@@ -43,7 +43,8 @@ def _poll_until(consumers: list[KafkaConsumer], done: object, what: str) -> None
 
 
 def test_histories_survive_the_coordinators_kill(tmp_path: Path, zk_connect: str) -> None:
-    nodes = start_nodes(tmp_path, zk_connect, [1, 2, 3], "--offsets-history-min-interval-ms", "0")
+    nodes = start_nodes(tmp_path, zk_connect, [1, 2, 3], "--offsets-history-size", "16",
+                        "--offsets-history-min-interval-ms", "0")
     try:
         for n in nodes.values():
             wait_for("three brokers", lambda n=n: len(metadata(n)["brokers"]) == 3, describe=lambda: logs(nodes))

@@ -59,7 +59,8 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
-EVERY_MOVE = ("--offsets-history-min-interval-ms", "0")  # the commits here are close together: record each one
+# history on (off by default), and the commits here are close together: record each one
+EVERY_MOVE = ("--offsets-history-size", "16", "--offsets-history-min-interval-ms", "0")
 
 
 def test_history_and_rewind_to_a_commit_time_survive_a_kill(tmp_path: Path) -> None:
