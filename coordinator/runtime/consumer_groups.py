@@ -28,7 +28,8 @@ Rules:
   (``HeartbeatOutcome.downgrade``: the consumer tombstones and the classic GroupMetadata) hands the group to
   the classic core once durable (``classic_group_downgraded``), whose answers GroupService releases.
 - Timers: session and rebalance deadlines (keyed kind/group/member, re-armed or cancelled by the core's
-  ``Deadline``s) in one heap and one task; every member's deadlines are armed when its shard is served
+  ``Deadline``s) in one heap and one task (a deadline pushed back stays at its earlier place in the heap and
+  is pushed again when that comes up: one entry per deadline, not per heartbeat); every member's deadlines are armed when its shard is served
   (``loaded_deadlines``) and dropped when it stops being served.
 - Describe: per group, INVALID_GROUP_ID for an empty id, the shard's routing error, else the core's entry
   (GROUP_ID_NOT_FOUND for an unknown or classic group); topic names by id from the topic catalogue.
@@ -393,8 +394,13 @@ class ConsumerGroupService:
             if d.at_ms is None:
                 self._deadlines.pop(d.key, None)
                 continue
+            old = self._deadlines.get(d.key)
             self._deadlines[d.key] = d
-            heapq.heappush(self._heap, (d.at_ms, next(self._seq), d.key))
+            if old is None or old.at_ms is None or d.at_ms < old.at_ms:
+                heapq.heappush(self._heap, (d.at_ms, next(self._seq), d.key))
+            # else: pushed back (a heartbeat re-arming a session): the earlier entry stays in the heap and, when it
+            # comes up, is pushed again at the deadline's time (timer_loop): one heap entry per member, not one per
+            # heartbeat
         if self._heap and (earliest is None or self._heap[0][0] < earliest):
             self._timer_changed.set()
 
@@ -422,8 +428,10 @@ class ConsumerGroupService:
                 continue
             at_ms, _, key = heapq.heappop(heap)
             d = self._deadlines.get(key)
-            if d is None or d.at_ms != at_ms:
-                continue  # cancelled or re-armed later
+            if d is None or d.at_ms != at_ms:  # cancelled, or re-armed: later ones wait in the heap again
+                if d is not None and d.at_ms is not None and d.at_ms > at_ms:
+                    heapq.heappush(heap, (d.at_ms, next(self._seq), key))
+                continue
             del self._deadlines[key]
             self._run(d.group_id, lambda d=d: self._expire(d))
 
