@@ -98,7 +98,9 @@ def test_send_items_keeps_the_order_through_partial_sends(data_file: tuple[int, 
             select.select([], [a], [], 5)
     reader.join(20)
     assert bytes(got) == expected
-    assert rounds > 20  # many partial sends: the test means something
+    # several partial sends: the test means something (how many depends on how fast the reader drains the tiny
+    # buffers: 20 were seen on a loaded CI machine, many more on a quiet one)
+    assert rounds > 5
     assert by_sendfile == 1_500_000
     assert r1.fd == -1 and r2.fd == -1  # closed once sent
     a.close()
