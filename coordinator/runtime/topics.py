@@ -709,12 +709,12 @@ class TopicService:
                 upper = hw
                 if self.verify_txn is not None and name != internal_topics.OFFSETS_TOPIC:  # txn_partitions.py
                     try:
+                        states = self._producer_states(plog)
                         if committed:
-                            upper, res["aborted_transactions"] = read_committed_view(
-                                self._producer_states(plog), hw, offset)
+                            upper, res["aborted_transactions"] = read_committed_view(states, hw, offset)
+                            res["last_stable_offset"] = upper
                         else:
-                            upper = hw
-                        res["last_stable_offset"] = self.txn.lso(plog, hw)
+                            res["last_stable_offset"] = states.last_stable_offset(hw)
                     except (StorageError, OSError):
                         res["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                         any_error = True

@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -56,10 +57,10 @@ from coordinator.core.sharding import partition_for
 from coordinator.core.transactions import PidAllocationError, TxnConfig, TxnCoordinator
 from coordinator.core.transactions.state import PREPARING
 from coordinator.runtime.internal_topics import OFFSETS_TOPIC
+from coordinator.runtime.offsets_reader import read_offsets_from
 from coordinator.storage.errors import StorageError
 from coordinator.storage.log import LogConfig, PartitionLog
 from protocol.errors import ErrorCode
-from protocol.record_batch import CorruptBatchError, decode_batch_key_values, parse_header, split_batches
 
 if TYPE_CHECKING:
     from coordinator.runtime.dispatch import Slot
@@ -78,7 +79,6 @@ TXN_LOG_CONFIG = LogConfig(segment_bytes=100 * 1024 * 1024, compact=True, retent
 MARKER_RETRY_S = 1.0
 PARK_S = 0.5  # longest a request waits out its transactional id's write or markers before CONCURRENT_TRANSACTIONS
 PARK_MAX = 8  # requests held per transactional id
-_READ_CHUNK = 1 << 20
 REMOTE_TIMEOUT_S = 10.0  # cluster mode: one WriteTxnMarkers call to a partition's leader
 _DONE_MARKER_ERRORS = frozenset((ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH,
                                  ErrorCode.TRANSACTION_COORDINATOR_FENCED))
@@ -93,43 +93,6 @@ def txn_config(cfg: Any) -> TxnConfig:
                      abort_timed_out_interval_ms=cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                      id_expiration_ms=cfg["transactional.id.expiration.ms"],
                      remove_expired_interval_ms=cfg["transaction.remove.expired.transaction.cleanup.interval.ms"])
-
-
-def read_partition(plog: PartitionLog, problems: list[str], to_log_end: bool = False
-                   ) -> list[tuple[bytes, bytes | None]]:
-    """Every keyed (key, value) of a ``__transaction_state`` partition below its high watermark (a new
-    cluster leader: to its log end), in order. A batch that fails its CRC is skipped (the log is
-    last-write-wins per key); unreadable framing ends the read. Each is one line in ``problems``; never fatal
-    (runs in a worker thread)."""
-    out: list[tuple[bytes, bytes | None]] = []
-    offset, end = plog.log_start_offset, plog.log_end_offset if to_log_end else plog.high_watermark
-    while offset < end:
-        data = plog.read(offset, _READ_CHUNK, upper_bound=end)
-        if not data:
-            break
-        try:
-            batches, _ = split_batches(data)
-        except CorruptBatchError as e:
-            problems.append(f"unreadable framing at offset {offset} ({e}); later records ignored")
-            break
-        before = offset
-        for batch in batches:
-            try:
-                header = parse_header(batch)
-            except CorruptBatchError as e:
-                problems.append(f"unreadable batch header after offset {offset} ({e}); later records ignored")
-                return out
-            try:
-                _, pairs = decode_batch_key_values(batch, min_offset=offset)
-            except CorruptBatchError as e:
-                problems.append(f"batch at offsets {header.base_offset}-{header.last_offset} skipped: {e}")
-                pairs = []
-            out += [kv for kv in pairs if kv[0] is not None]
-            offset = max(offset, header.next_offset)
-        if offset == before:
-            problems.append(f"no progress reading at offset {offset}; later records ignored")
-            break
-    return out
 
 
 def _concurrent(body: dict[str, Any]) -> bool:
@@ -221,7 +184,7 @@ class TransactionService:
             problems: list[str] = []
             try:
                 plog = self.txn_log(p)
-                records = await trio.to_thread.run_sync(read_partition, plog, problems)
+                records, _ = await trio.to_thread.run_sync(read_offsets_from, plog, plog.log_start_offset, problems)
             except (StorageError, OSError) as e:
                 log.error("transaction state partition %d could not be read: %s; it stays unavailable", p, e)
                 continue
@@ -429,7 +392,8 @@ class TransactionService:
             problems: list[str] = []
             try:
                 plog = self.txn_log(p)
-                records = await trio.to_thread.run_sync(read_partition, plog, problems, True)
+                records, _ = await trio.to_thread.run_sync(
+                    partial(read_offsets_from, plog, plog.log_start_offset, problems, to_log_end=True))
             except (StorageError, OSError) as e:
                 log.error("transaction state partition %d could not be read: %s", p, e)
                 self.apply(self.core.unload(p))
