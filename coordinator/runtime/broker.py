@@ -118,6 +118,8 @@ class Broker:
         self.hot: dict[int, Callable[[bytes], bytes | None]] = {}
         # api key -> hot decoder: request payload -> the generic decoder's Request, or None (use the generic)
         self.hot_decoders: dict[int, Callable[[bytes], Request | None]] = {}
+        # api key -> hot handler that needs the connection: (conn, payload) -> frame or None (connection.py)
+        self.hot_per_connection: dict[int, Callable[[Any, bytes], bytes | None]] = {}
         self.connections: set[Connection] = set()
         self.limits = ConnectionLimits(config, metrics, time.monotonic)
         self.connection_log = self.limits.protocol_log
@@ -212,6 +214,8 @@ class Broker:
         if self.config["hot.path.enable"]:
             if self.authorization is None:  # with ACLs, Heartbeat takes the generic path (it is checked too)
                 self.hot[12] = self.groups.hot_heartbeat
+                if self.consumer_groups is not None:  # steady ConsumerGroupHeartbeats (consumer_heartbeat_lease.py)
+                    self.hot_per_connection[68] = self.consumer_groups.hot_heartbeat
             self.hot_decoders[8] = decode_offset_commit  # a decoder only: the request still meets the checks
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,

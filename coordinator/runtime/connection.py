@@ -12,7 +12,8 @@ Rules:
 - Hot path: a request whose API has a hot decoder (``handler.hot_decoders``) is decoded by it (None: by the
   generic codec). A request whose API has a hot handler (``handler.hot``) is first offered to it; a frame it
   returns is the answer, with no slot when nothing is pending ahead of it (it goes straight to the output
-  list), else as an already-completed slot, so the order still holds. ``None`` means the generic path.
+  list), else as an already-completed slot, so the order still holds. ``None`` means the generic path. A hot
+  handler in ``handler.hot_per_connection`` is given the connection first (bound once, when it opens).
 - Reading a socket: the run's poller (poller.py) calls ``on_readable`` when the socket has data; it reads
   once (up to 64 KiB), serves every whole frame, and sends what completed meanwhile itself, as a
   framed-echo server would (one ``os.write`` straight to the descriptor); what the kernel does not take,
@@ -71,6 +72,7 @@ import os
 import socket
 import ssl
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -132,6 +134,10 @@ class Connection:
         self.deferred = False  # in the poller's backlog: whole frames wait in the reader for a turn
         self.dispatching = False
         self._hot_decoders = handler.hot_decoders
+        # api key -> hot handler; those that need the connection (``hot_per_connection``) bound to this one
+        per_connection = getattr(handler, "hot_per_connection", None)
+        self._hot = {**handler.hot, **{k: partial(h, self) for k, h in per_connection.items()}} \
+            if per_connection else handler.hot
         self._out: list = []  # response frames ready to send, all ahead of every slot (zero-copy: their parts)
         self._mixed = False  # _out may hold file ranges and memoryviews (zero_copy.send_items sends it)
         self._sending = False
@@ -571,7 +577,7 @@ class Connection:
         """Serve the whole frames read so far, for one turn: DONE when none is left, FULL when the in-flight
         cap or the byte budget of held answers stopped it, TURN after ``TURN_REQUESTS`` frames (the rest
         stays in the frame reader either way). A protocol error ends the connection (``_ended``)."""
-        hot_get = self.handler.hot.get
+        hot_get = self._hot.get
         slots = self.slots
         next_frame = self.reader.next_frame
         max_inflight = self.max_inflight

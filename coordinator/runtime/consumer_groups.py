@@ -33,6 +33,9 @@ Rules:
   (``loaded_deadlines``) and dropped when it stops being served.
 - Describe: per group, INVALID_GROUP_ID for an empty id, the shard's routing error, else the core's entry
   (GROUP_ID_NOT_FOUND for an unknown or classic group); topic names by id from the topic catalogue.
+- Hot path (``hot_heartbeat``, consumer_heartbeat_lease.py): a steady heartbeat the core leased is answered
+  again for the same request bytes without decoding or queueing it, while nothing it depends on changed and
+  no operation of its group is queued or in flight; the generic path leases what it answers steadily.
 - ACLs are checked before a request gets here (security/api_acls.py: READ on the group and DESCRIBE on
   each subscribed topic for 68, DESCRIBE per group for 69). A regex subscription is resolved by the core
   against the topic catalogue (every heartbeat gets it as the snapshot; records 16 are replayed like
@@ -59,6 +62,7 @@ from coordinator.core.records import encode_group_key, encode_group_value
 from coordinator.core.responses import error_response as classic_error_response
 from coordinator.core.responses import join_response, leave_response
 from coordinator.core.shard import ShardStatus
+from coordinator.runtime.consumer_heartbeat_lease import HotConsumerHeartbeats
 from coordinator.runtime.groups import now_ms
 from coordinator.runtime.topics import topic_id
 from coordinator.storage.errors import StorageError
@@ -153,6 +157,8 @@ class ConsumerGroupService:
         self._heap: list[tuple[int, int, tuple[str, str, str]]] = []
         self._seq = itertools.count()
         self._timer_changed = trio.Event()
+        self.hot = HotConsumerHeartbeats(self, now_ms)
+        self.hot_heartbeat = self.hot.hot  # (connection, payload) -> answer frame or None (broker.py registers it)
         groups.on_shard_served = self.shard_served
         groups.classic_router = self.take_classic
         groups.on_shard_unserved = self.shard_unserved
@@ -166,9 +172,15 @@ class ConsumerGroupService:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
+    def catalogue(self) -> object:
+        """The topic catalogue's token (changes whenever a topic is created, deleted or grown)."""
+        ts = self.broker.topic_service
+        return ts.catalogue_version if ts is not None else None
+
     # ---------------------------------------------------------------- ConsumerGroupHeartbeat
     def handle_heartbeat(self, request: Request, slot: Slot) -> None:
         body, version = request.body, request.version
+        passed = self.hot.taken(slot)  # the request's bytes, when the hot path passed it on (to lease its answer)
         group_id = body["group_id"]
         shard = self.core.shard_for(group_id)
         refused = self.core.consumer_groups(shard).validate(body, version)
@@ -213,8 +225,11 @@ class ConsumerGroupService:
                 if classic is not None and not classic[0] and group_id not in groups.groups:
                     slot.complete(outcome.response)  # the upgrade was refused
                     return False
-                outcome = groups.heartbeat(body, version, now_ms(), self.topics, client_id, client_host,
+                now, catalogue = now_ms(), self.catalogue()
+                outcome = groups.heartbeat(body, version, now, self.topics, client_id, client_host,
                                            may_describe)
+                if passed is not None and not prefix and not outcome.records and may_describe is allow_all:
+                    self.hot.granted(passed, shard, body, outcome, now, self.topics, catalogue)
             if not outcome.records:
                 self._arm(outcome.deadlines)
                 slot.complete(outcome.response)
@@ -409,6 +424,7 @@ class ConsumerGroupService:
         self._arm(self.core.consumer_groups(shard).loaded_deadlines(now_ms()))
 
     def shard_unserved(self, shard: int) -> None:
+        self.hot.forget()
         for key in [k for k in self._deadlines if self.core.shard_for(k[1]) == shard]:
             del self._deadlines[key]
 

@@ -115,6 +115,8 @@ class RequestHandler(Protocol):
     hot: dict[int, Callable[[bytes], bytes | None]]
     # api key -> hot decoder: request payload -> the generic decoder's Request, or None (use the generic)
     hot_decoders: dict[int, Callable[[bytes], Request | None]]
+    # optional (read with getattr): api key -> hot handler given the connection too, (conn, payload) -> frame
+    # or None; the connection binds it to itself once (``hot_per_connection``)
 
     def handle(self, request: Request, slot: Slot) -> None: ...
 

@@ -187,6 +187,7 @@ class TopicService:
         self._refusal_log = RateLimitedLog(log, 5.0)
         # topic -> partition count: scanned once, then kept by create()/delete() (per-request lookups)
         self._counts: dict[str, int] = {}
+        self.catalogue_version = 0  # bumped whenever _counts changes (consumer heartbeat leases hold while it holds)
         for topic, part in logs.partitions():
             if not topic.startswith("__"):
                 self._counts[topic] = max(self._counts.get(topic, 0), part + 1)
@@ -319,9 +320,11 @@ class TopicService:
             if self.logs.get(name, p) is None and (only is None or p in only):
                 self.logs.create(name, p, lc)
                 self._counts[name] = max(self._counts.get(name, 0), p + 1)
+                self.catalogue_version += 1
 
     def delete(self, name: str) -> None:
         count = self._counts.pop(name, 0)
+        self.catalogue_version += 1
         for p in range(count):
             if self.logs.get(name, p) is not None:  # cluster mode: a node holds only its replicas
                 self.logs.delete(name, p)

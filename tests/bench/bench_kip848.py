@@ -18,7 +18,8 @@ Run from the repository root:  .venv/bin/python -m tests.bench.bench_kip848 [--m
    result on the same group, and the least any balanced assignment needs), and the others never stop
    consuming: no other member's assignment changes at all, and no revoking member loses all its partitions.
 3. ConsumerGroupHeartbeat/s against classic Heartbeat/s from 1,000 connections (one member each, steady
-   heartbeats pipelined ``--inflight`` deep, closed loop; bench_coordinator_blast), rounds alternating
+   heartbeats pipelined ``--inflight`` deep, closed loop; bench_coordinator_blast; each KIP-848 member's with
+   the client id it joined with, as a client's), rounds alternating
    classic first and last (C K C K C) on the same server: each KIP-848 round over the mean of the classic
    rounds around it, the median of those. Target >= 0.8.
 4. The uniform assignor on the pure core: 10,000 members x 100,000 partitions (100 topics x 1,000), fresh
@@ -346,10 +347,12 @@ def least_donors(counts: list[int], partitions: int) -> int:
 
 # ---------------------------------------------------------------- figure 3: heartbeat throughput
 def steady_frame(group_id: str, m: Sim) -> bytes:
+    """A stable member's heartbeat: its id and epoch, every other field null, and the client id it joined with
+    (a client's id does not change: another one would be a MemberMetadata write per member)."""
     body = {"group_id": group_id, "member_id": m.mid, "member_epoch": m.epoch, "instance_id": None, "rack_id": None,
             "rebalance_timeout_ms": -1, "subscribed_topic_names": None, "subscribed_topic_regex": None,
             "server_assignor": None, "topic_partitions": None}
-    return codec.encode_request(CGH, CGH_V, 1, "bench-hb", body)
+    return codec.encode_request(CGH, CGH_V, 1, m.conn.client_id, body)
 
 
 def heartbeat_rounds(a: argparse.Namespace, server_pid: int, classic: list[Member], group: Group848,

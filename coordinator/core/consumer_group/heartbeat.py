@@ -38,6 +38,8 @@ Rules:
   executor, then a write of its own) and the record's Version is a fingerprint of the topic snapshot
   (Kafka: the metadata image offset). Classic-protocol members and online migration: migration.py (a fence
   whose remaining members are all classic may end the group, ``HeartbeatOutcome.downgrade``).
+- Leases (lease.py): ``written`` numbers the latest record replayed into each group, so that a lease on a
+  steady heartbeat's answer ends with any write to its group.
 - Per-group configs (Kafka 4's GroupConfig; ``group_configs.py``): a group's ``consumer.session.timeout.ms`` and
   ``consumer.heartbeat.interval.ms`` override the server's (``group_config``, set by the shard), read on each
   heartbeat (the session deadline it arms, the interval it answers) and at load: a change reaches each member
@@ -103,7 +105,9 @@ class TopicInfo(NamedTuple):
     partitions: int
 
 
-@dataclass(frozen=True, slots=True)
+# not frozen (never changed once made; hashable all the same): the runtime's hot path makes one per renewed
+# heartbeat (lease.py), and a frozen dataclass's __init__ costs four times as much
+@dataclass(slots=True, unsafe_hash=True)
 class Deadline:
     kind: str  # "session" | "rebalance"
     group_id: str
@@ -150,6 +154,10 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
         # (group id, key) -> the group's override of a group config, None without one (Shard sets it)
         self.group_config: Callable[[str, str], int | None] = _no_override
+        # group id -> the number of the latest record replayed into it (numbered across the shard's groups, never
+        # reused: a lease holds while it is unchanged, lease.py); dropped with the group
+        self.written: dict[str, int] = {}
+        self._replayed = 0
 
     def session_timeout_ms(self, group_id: str) -> int:
         value = self.group_config(group_id, SESSION_TIMEOUT_KEY)
@@ -167,13 +175,17 @@ class ConsumerGroups:
     def replay(self, record: R.Record) -> None:
         group_id = record.key.group_id
         group = self.groups.get(group_id)
+        self._replayed += 1
+        self.written[group_id] = self._replayed  # any write ends the group's leases (lease.py)
         if record.value is None:
             if group is None:
+                self.written.pop(group_id, None)
                 return
             if isinstance(record.key, R.MetadataKey):
                 if group.members or group.targets or group.assignment_epoch != -1:
                     raise ReplayError(f"group {group_id} deleted before its members and targets")
                 del self.groups[group_id]
+                self.written.pop(group_id, None)
                 return
         elif group is None:
             group = self.groups[group_id] = ConsumerGroup(group_id)
