@@ -109,7 +109,7 @@ class RebalanceEntry:
     seq: int
     generation: int
     start_ms: int
-    end_ms: int
+    end_ms: int  # -1: a consumer-protocol rebalance still reconciling
     trigger: str  # member-joined, member-left, session-expired, rebalance-timeout, leader-rejoined, ...
     member_id: str | None  # the member that triggered it, its client id and host, and what the client said
     client_id: str | None
@@ -124,8 +124,9 @@ class RebalanceEntry:
     left: tuple[str, ...]
 
     @property
-    def duration_ms(self) -> int:
-        return self.end_ms - self.start_ms
+    def duration_ms(self) -> int | None:
+        """None while a consumer-protocol (KIP-848) rebalance is still reconciling (``end_ms`` -1)."""
+        return None if self.end_ms < 0 else self.end_ms - self.start_ms
 
 
 @dataclass(frozen=True, slots=True)

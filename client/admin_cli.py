@@ -172,7 +172,8 @@ def groups_history(admin: AdminClient, args: argparse.Namespace) -> int:
         return 1
     if args.json:
         out = {"group_id": h.group_id, "state": h.state, "rebalances": [
-            {"generation": e.generation, "start_ms": e.start_ms, "end_ms": e.end_ms, "duration_ms": e.duration_ms,
+            {"generation": e.generation, "start_ms": e.start_ms, "end_ms": e.end_ms if e.end_ms >= 0 else None,
+             "duration_ms": e.duration_ms,
              "trigger": e.trigger, "member_id": e.member_id, "client_id": e.client_id, "client_host": e.client_host,
              "reason": e.reason, "members_before": e.members_before, "members_after": e.members_after,
              "joined": list(e.joined), "left": list(e.left), "protocol_type": e.protocol_type,
@@ -183,7 +184,7 @@ def groups_history(admin: AdminClient, args: argparse.Namespace) -> int:
           f"REBALANCES {len(h.entries)} (newest first)")
     table(["GENERATION", "STARTED", "DURATION-MS", "TRIGGER", "MEMBER", "CLIENT-ID", "HOST", "REASON", "MEMBERS",
            "JOINED", "LEFT", "PROTOCOL"],
-          [(e.generation, _utc(e.start_ms), e.duration_ms, e.trigger, e.member_id, e.client_id, e.client_host,
+          [(e.generation, _utc(e.start_ms), "reconciling" if e.duration_ms is None else e.duration_ms, e.trigger, e.member_id, e.client_id, e.client_host,
             e.reason, f"{e.members_before}->{e.members_after}", _ids(e.joined), _ids(e.left), e.protocol)
            for e in h.entries])
     if not h.entries and h.described_version < 5:

@@ -41,7 +41,7 @@ class GroupConfig:
     # Off here (Kafka keeps no history); the server's key defaults to 50 (coordinator/config.py).
     group_history_size: int = 0
     # offsets.history.size (ours): commits kept per group and partition as records (offset_history.py); 0 records
-    # none. Off here (Kafka keeps none); the server's key defaults to 16 (coordinator/config.py).
+    # none. Off here (Kafka keeps none) and in the server's key too (coordinator/config.py says why).
     offsets_history_size: int = 0
     # offsets.history.min.interval.ms (ours): a committer's commits of a partition closer than this to its newest kept
     # entry (same generation) are not recorded; a move by another committer always is (offset_history.py)

@@ -80,6 +80,7 @@ from .consumer_group import records as cg_records
 from .consumer_group.group import ConsumerGroup
 from .consumer_group.migration import Downgrade
 from .consumer_group.model import Err as CgErr
+from .consumer_group.model import GroupState as ConsumerGroupState
 from .env import Env
 from .errors import Err
 from .group import DEAD, EMPTY, STABLE, Group
@@ -112,7 +113,7 @@ from .rebalance import (
     prepare_rebalance,
     schedule_session,
 )
-from .rebalance_history import Rebalance, append, forget, tombstone_deleted, wire
+from .rebalance_history import Rebalance, append, close_reconciling, forget, tombstone_deleted, wire
 from .records import OffsetCommitValue
 from .responses import join_response, offset_commit_response
 from .shard import Shard, ShardStatus, group_from_record
@@ -802,7 +803,23 @@ class Coordinator:
     def consumer_history(self, shard_id: int, group_id: str, entry: Rebalance) -> list[tuple[bytes, bytes | None]]:
         """The records of a consumer group's epoch-bump history entry (core/consumer_group/history.py), to write
         in the batch of the outcome that carries it (runtime/consumer_groups.py); none with group.history.size 0."""
-        return append(self._env.shards[shard_id].history, group_id, entry, self._env.cfg.group_history_size)
+        history = self._env.shards[shard_id].history
+        size = self._env.cfg.group_history_size
+        if size <= 0:
+            return []
+        overtaken = close_reconciling(history, group_id, entry.start_ms)  # the previous bump's, still open
+        return overtaken + append(history, group_id, entry, size)
+
+    def consumer_rebalance_end(self, shard_id: int, group_id: str, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        """After a durable write of a consumer group (runtime/consumer_groups.py): the record ending its open
+        history entry when the group is now Stable or Empty (consumer_group/history.py), else none. O(1)."""
+        history = self._env.shards[shard_id].history
+        if group_id not in history.reconciling or self._env.cfg.group_history_size <= 0:
+            return []
+        group = self.consumer_groups(shard_id).groups.get(group_id)
+        if group is not None and group.state not in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
+            return []
+        return close_reconciling(history, group_id, now_ms)
 
     def group_configs(self, group_id: str) -> dict[str, str] | Err:
         """The group's config overrides (durable ones), or the shard's status error (not ACTIVE here)."""

@@ -25,6 +25,9 @@ Rules:
   every slot its ring holds (``tombstone_deleted``); a close also tombstones slots at or past the size (the size
   was lowered). ``group.history.size`` 0: nothing new is written; what is stored stays readable.
 - Read: ``entries`` (newest first) and ``wire`` (DescribeGroups v5+'s own tagged field ``history``).
+- A KIP-848 entry is written at its epoch bump with ``end_ms`` = ``OPEN_END`` (-1: still reconciling) and written
+  again, same slot and seq, with its end once the group is reconciled (``close_reconciling``); replay keeps each
+  group's open entry (``History.reconciling``: slot, seq), so a follower or a restart knows it too.
 - KIP-848 consumer groups (consumer_group/history.py states their rules) share the record, the codec and the ring
   (one ring per group id: a group converted between the protocols keeps one history). Their entry is computed by
   the consumer-group core with the outcome that bumps the epoch; ``append`` gives it its seq and slot and returns
@@ -48,6 +51,7 @@ HISTORY_KEY_VERSION = 1000
 _KEY_HEAD = b"\x03\xe8"  # int16 1000
 HISTORY_VALUE_VERSION = 0
 IDS_KEPT = 32  # joined / left member ids kept per record
+OPEN_END = -1  # end_ms of a KIP-848 entry whose reconciliation has not ended yet
 REASON_CHARS = 512  # a client's reason is cut to this
 
 TRIGGERS = {  # Stats reason -> history trigger
@@ -98,8 +102,9 @@ class Rebalance:
     left: tuple[str, ...]
 
     @property
-    def duration_ms(self) -> int:
-        return self.end_ms - self.start_ms
+    def duration_ms(self) -> int | None:
+        """None while a KIP-848 entry is still reconciling (``end_ms`` is OPEN_END)."""
+        return None if self.end_ms < 0 else self.end_ms - self.start_ms
 
 
 @dataclass(slots=True)
@@ -120,12 +125,13 @@ class _Ring:
 class History:
     """One offsets partition's histories: the rings, the open rebalances, the groups loaded with members."""
 
-    __slots__ = ("moved", "open", "rings")
+    __slots__ = ("moved", "open", "reconciling", "rings")
 
     def __init__(self) -> None:
         self.rings: dict[str, _Ring] = {}
         self.open: dict[str, _Open] = {}
         self.moved: set[str] = set()
+        self.reconciling: dict[str, tuple[int, int]] = {}  # group -> (slot, seq) of its open KIP-848 entry
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         group, slot = decode_key(key)
@@ -135,12 +141,18 @@ class History:
                 ring.slots.pop(slot, None)
                 if not ring.slots:
                     del self.rings[group]
+            if self.reconciling.get(group, (None,))[0] == slot:
+                del self.reconciling[group]
             return
-        seq = decode_value(value).seq  # decoded whole: a bad value changes nothing
+        entry = decode_value(value)  # decoded whole: a bad value changes nothing
         if ring is None:
             ring = self.rings[group] = _Ring()
         ring.slots[slot] = value
-        ring.next_seq = max(ring.next_seq, seq + 1)
+        ring.next_seq = max(ring.next_seq, entry.seq + 1)
+        if entry.end_ms == OPEN_END:
+            self.reconciling[group] = (slot, entry.seq)
+        elif self.reconciling.get(group, (None,))[0] == slot:
+            del self.reconciling[group]
 
     def loaded(self, groups: Iterable[Group]) -> None:
         """The partition finished loading: its groups with members may resume a rebalance begun elsewhere."""
@@ -213,6 +225,24 @@ def append(history: History, group_id: str, entry: Rebalance, size: int) -> list
     return out
 
 
+def close_reconciling(history: History, group_id: str, end_ms: int) -> list[tuple[bytes, bytes | None]]:
+    """The record ending ``group_id``'s open KIP-848 entry at ``end_ms`` (its value again, same slot, with the end;
+    never before its start), or none. It stops being open now, so a second call before the record replays writes
+    nothing (a failed write leaves the entry open in the ring, untracked: nothing else is lost)."""
+    opened = history.reconciling.pop(group_id, None)
+    ring = history.rings.get(group_id)
+    if opened is None or ring is None:
+        return []
+    slot, seq = opened
+    value = ring.slots.get(slot)
+    if value is None:
+        return []
+    entry = decode_value(value)
+    if entry.seq != seq or entry.end_ms != OPEN_END:
+        return []
+    return [(encode_key(group_id, slot), encode_value(dataclasses.replace(entry, end_ms=max(end_ms, entry.start_ms))))]
+
+
 def tombstone_deleted(histories: list[History], fx: Effects, first: int = 0) -> None:
     """Tombstones for the history of every group whose metadata tombstone ``fx`` holds from record ``first``
     (a classic GroupMetadata, key version 2, or a consumer group's Metadata, key version 3)."""
@@ -232,6 +262,7 @@ def tombstone_deleted(histories: list[History], fx: Effects, first: int = 0) -> 
 def forget(history: History, group_id: str) -> list[bytes]:
     """The keys to tombstone (every slot the group's ring holds) when the group goes; its open rebalance ends."""
     history.open.pop(group_id, None)
+    history.reconciling.pop(group_id, None)
     ring = history.rings.get(group_id)
     return [] if ring is None else [encode_key(group_id, slot) for slot in sorted(ring.slots)]
 

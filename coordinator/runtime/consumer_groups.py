@@ -9,7 +9,9 @@ Rules:
   armed and is the response sent. A failed write answers Kafka's mapped error
   (appendGroupMetadataErrorToResponseError) and changes nothing. A request with no records answers at once.
   An outcome that bumps the group epoch carries its rebalance history entry (core/consumer_group/history.py):
-  its records (``core.consumer_history``) follow the outcome's in the same batch and replay with them.
+  its records (``core.consumer_history``) follow the outcome's in the same batch and replay with them; a
+  durable write that leaves the group reconciled writes that entry again with its end (``_end_rebalance``,
+  a write of its own, answering nobody; once per rebalance).
 - One operation per group at a time: since state changes only when a write settles, the operations of a
   group (heartbeats, timer expiries) queue behind the one whose write is in flight, and each computes from
   the state its predecessor left.
@@ -331,6 +333,7 @@ class ConsumerGroupService:
                     for key, value in items:
                         self.core.replay(shard, key, value)
                     self._arm(outcome.deadlines)
+                    self._end_rebalance(shard, group_id)
                     if outcome.downgrade is not None:
                         log.info("group %s: downgraded from consumer to classic", group_id)
                         self.groups.apply(self.core.classic_group_downgraded(outcome.downgrade, now_ms()))
@@ -347,6 +350,26 @@ class ConsumerGroupService:
             return False
         self.groups._stage(plog, items, done)
         return True
+
+    def _end_rebalance(self, shard: int, group_id: str) -> None:
+        """After a durable write of the group: when it left the group reconciled, its open rebalance history entry
+        gets its end (core/consumer_group/history.py), in a write of its own that answers nobody."""
+        items = self.core.consumer_rebalance_end(shard, group_id, now_ms())
+        if not items:
+            return
+
+        def done(err: Exception | None) -> None:
+            if err is not None:
+                self.groups.write_failures.error("consumer group %s: the end of its rebalance was not recorded: %s",
+                                                 group_id, err)
+            elif self.core.shard_status(shard) is ShardStatus.ACTIVE:
+                for key, value in items:
+                    self.core.replay(shard, key, value)
+
+        try:
+            self.groups._stage(self.groups.offsets_log(shard), items, done)
+        except (StorageError, OSError) as e:
+            done(e)
 
     def _run(self, group_id: str, op: Op) -> None:
         queue = self._queues.get(group_id)

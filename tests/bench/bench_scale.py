@@ -149,7 +149,7 @@ def serving(a: argparse.Namespace, work: str) -> dict[str, Any]:
     again = frames_for("scale", 0, a.groups, 5000)
     warm = frames_for("warm", 0, 100, 0)
     print(f"  encoded {2 * a.groups + 100:,} requests in {time.perf_counter() - t0:.1f} s", flush=True)
-    server = groupcoord(data).start()
+    server = groupcoord(data, *a.serve).start()
     try:
         server.wait_for("offsets partitions (", 120)
         pipelined(server.port, warm, 1, a.window)
@@ -164,7 +164,7 @@ def serving(a: argparse.Namespace, work: str) -> dict[str, Any]:
         server.stop()
     print(f"  first commits: {held / t_new:,.0f} offsets/s; existing groups: {held / t_again:,.0f} offsets/s;"
           f" RSS {base / 2**20:.0f} -> {serving_rss / 2**20:.0f} MiB", flush=True)
-    restarted = groupcoord(data).start()
+    restarted = groupcoord(data, *a.serve).start()
     try:
         line = restarted.wait_for("offsets partitions (", 300)
         time.sleep(0.5)
@@ -238,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-load", action="store_true", help="no 10M-offsets load phase")
     ap.add_argument("--connections", type=int, default=2)
     ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--serve", action="append", default=[], metavar="ARG",
+                    help="an argument for the serving phase's `groupcoord serve` (repeat it: --serve=--offsets-history-size "
+                         "--serve=16), e.g. to see what a setting costs per committed offset")
     a = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="bench-scale-")
     try:

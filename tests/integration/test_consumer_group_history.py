@@ -6,7 +6,8 @@ b joins from a child process (2: member joined), c joins (3) and closes (4: memb
 heartbeat), b is SIGKILLed and fenced at its session timeout (5: session expired), a closes (6: member left).
 `groups history --json` lists those triggers newest first with the member ids and client ids, each at the next
 group epoch; the table view too. The server is then killed (SIGKILL) and started again on its data dir: the
-same history is shown. Every wait is bounded; servers on free ports.
+same history is shown. Each entry ends once the group is reconciled (b's join: when a has given b half and b
+holds it), its duration the time from the bump. Every wait is bounded; servers on free ports.
 """
 
 from __future__ import annotations
@@ -106,6 +107,11 @@ def test_joins_a_leave_and_a_fence_are_listed_and_survive_a_restart(tmp_path: Pa
         assert line.startswith("MEMBER "), line
         b_id = line.split()[1]
         poll_until("a to give b half", [a], lambda: len(a.assignment()) == 2)
+        # b's join is a rebalance until both hold their new targets: then its entry gets its end
+        poll_until("b's join to end", [a], lambda: history(srv)[0]["end_ms"] is not None, timeout=20)
+        joined_b = history(srv)[0]
+        assert joined_b["trigger"] == "member-joined" and joined_b["member_id"] == b_id
+        assert joined_b["duration_ms"] == joined_b["end_ms"] - joined_b["start_ms"] >= 0
 
         c = consumer(srv.bootstrap, "cg-c")
         poll_until("c to get partitions", [a, c], lambda: len(c.assignment()) >= 1)
@@ -135,6 +141,9 @@ def test_joins_a_leave_and_a_fence_are_listed_and_survive_a_restart(tmp_path: Pa
         assert shown[1]["left"] == [b_id] and shown[5]["joined"] == [a_id]
         assert all(e["protocol_type"] == "consumer" and e["protocol"] == "uniform" for e in shown)
         assert all(e["client_host"].endswith("127.0.0.1") for e in shown)
+        # every rebalance ended: reconciled (the joins, c's leave, b's expiry: a took the partitions over), or
+        # the group emptied (a's leave)
+        assert all(e["end_ms"] is not None and e["duration_ms"] == e["end_ms"] - e["start_ms"] >= 0 for e in shown)
 
         table = gc(srv, "history", GROUP).splitlines()
         assert table[0].startswith(f"GROUP {GROUP}  STATE Empty") and "REBALANCES 6" in table[0]

@@ -15,7 +15,8 @@ Replay rules (Kafka's GroupMetadataManager.replay):
 - PartitionMetadata value/tombstone sets/clears the subscription metadata; Metadata value sets the group
   epoch. The Metadata tombstone (deleting the group) is applied by ``ConsumerGroups``: it needs no member,
   no target and an assignment epoch of -1.
-Derived: ``state`` (model.GroupState), ``regex_members`` (regex -> member count), ``subscribed_topic_names``
+Derived: ``state`` (model.GroupState; O(1): ``unreconciled`` counts the members not reconciled to the assignment
+epoch, kept in step by every replay that changes a member or the assignment epoch), ``regex_members`` (regex -> member count), ``subscribed_topic_names``
 (name -> member count) over each member's EFFECTIVE subscription: its names and the topics its regex
 resolves to (nothing while unresolved), kept in step by member and regex replays alike.
 """
@@ -47,6 +48,7 @@ class ConsumerGroup:
         self.subscribed_topic_names: Counter[str] = Counter()
         self.resolved_regexes: dict[str, R.RegexValue] = {}
         self.regex_members: Counter[str] = Counter()
+        self.unreconciled = 0  # members not reconciled to the assignment epoch
 
     # ------------------------------------------------------------ derived
     @property
@@ -55,9 +57,22 @@ class ConsumerGroup:
             return GroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
             return GroupState.ASSIGNING
-        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+        if self.unreconciled:
             return GroupState.RECONCILING
         return GroupState.STABLE
+
+    def _count(self, old: Member | None, new: Member | None) -> None:
+        """``unreconciled`` as a member goes from ``old`` to ``new`` (None: absent)."""
+        epoch = self.assignment_epoch
+        if old is not None and not old.is_reconciled_to(epoch):
+            self.unreconciled -= 1
+        if new is not None and not new.is_reconciled_to(epoch):
+            self.unreconciled += 1
+
+    def _set_assignment_epoch(self, epoch: int) -> None:
+        if epoch != self.assignment_epoch:
+            self.assignment_epoch = epoch
+            self.unreconciled = sum(1 for m in self.members.values() if not m.is_reconciled_to(epoch))
 
     def partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         return self.partition_epochs.get(topic_id, {}).get(partition, -1)
@@ -108,10 +123,10 @@ class ConsumerGroup:
             if value is None:
                 if self.targets:
                     raise ReplayError(f"group {self.group_id}: target assignment tombstone with targets left")
-                self.assignment_epoch = -1
+                self._set_assignment_epoch(-1)
             else:
                 assert isinstance(value, R.TargetAssignmentMetadataValue)
-                self.assignment_epoch = value.assignment_epoch
+                self._set_assignment_epoch(value.assignment_epoch)
         elif isinstance(key, R.TargetAssignmentMemberKey):
             if value is None:
                 self.targets.pop(key.member_id, None)
@@ -144,11 +159,13 @@ class ConsumerGroup:
                 raise ReplayError(f"group {self.group_id}: member {member_id} removed before its assignment "
                                   "and target tombstones")
             self._index(old, None)
+            self._count(old, None)
             del self.members[member_id]
             return
         assert isinstance(value, R.MemberMetadataValue)
         new = (old or Member(member_id)).with_metadata(value)
         self._index(old, new)
+        self._count(old, new)
         self.members[member_id] = new
 
     def _index(self, old: Member | None, new: Member | None) -> None:
@@ -174,6 +191,8 @@ class ConsumerGroup:
                 return
             old = Member(member_id)
             self._index(None, old)
+            self._count(None, old)
+            self.members[member_id] = old
         self._release(old)
         if value is None:
             new = old.replace(member_epoch=-1, previous_member_epoch=-1, assigned=EMPTY,
@@ -182,6 +201,7 @@ class ConsumerGroup:
             assert isinstance(value, R.CurrentAssignmentValue)
             new = old.with_assignment(value)
         self._hold(new)
+        self._count(old, new)
         self.members[member_id] = new
 
     def _release(self, m: Member) -> None:

@@ -8,9 +8,15 @@ Rules:
   that does not bump the epoch.
 - The record, codec and ring are the classic groups' (rebalance_history.py): ``generation`` is the new group
   epoch, ``protocol_type`` "consumer", ``protocol`` the server assignor the group uses after the bump (the most
-  common ServerAssignor of its members, else the default), no leader. Start and end are both the bump time:
-  the end of reconciliation (every member at the new target) is not tracked (it would write on heartbeats
-  that do not bump the epoch).
+  common ServerAssignor of its members, else the default), no leader. Start is the bump time; the end is
+  written as ``OPEN_END`` (-1, "reconciling") and set once the group is reconciled: the runtime asks
+  ``Coordinator.consumer_rebalance_end`` after each durable write of the group, and when the group is Stable
+  (every member at the assignment epoch, nothing to revoke; or Empty) the entry's record is written again with
+  the end (one more record per rebalance, none per heartbeat: the group's state is O(1),
+  ``ConsumerGroup.unreconciled``). An entry still open when the next bump comes ends at that bump (its
+  reconciliation was overtaken). A migration-to-classic entry is closed when written (no reconciliation
+  follows in this protocol). A crash between the bump and the end record leaves the entry open until the
+  next write of the group finds it reconciled.
 - Members before: the group's members at the call (a static member away with epoch -2 counted); after: those
   with the joiner added and the removed ones taken out. ``joined`` / ``left``: the ids (a static member that
   rejoins under a new id: its new id joined, its old one left).
@@ -34,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.group import ConsumerGroup
 from coordinator.core.consumer_group.member import Member
-from coordinator.core.rebalance_history import IDS_KEPT, Rebalance, Trigger
+from coordinator.core.rebalance_history import IDS_KEPT, OPEN_END, Rebalance, Trigger
 
 PROTOCOL_TYPE = "consumer"
 MEMBER_JOINED = "member-joined"
@@ -57,7 +63,8 @@ def entry(group: ConsumerGroup, generation: int, kind: str, member: Member | Non
     after = (before - set(gone)) | set(new)
     trigger = Trigger(kind, reason=reason) if member is None else Trigger(
         kind, member.member_id, member.client_id or None, member.client_host or None, reason)
-    return Rebalance(0, generation, now_ms, now_ms, trigger, PROTOCOL_TYPE, protocol, None, len(before), len(after),
+    end = now_ms if kind == MIGRATION_TO_CLASSIC else OPEN_END
+    return Rebalance(0, generation, now_ms, end, trigger, PROTOCOL_TYPE, protocol, None, len(before), len(after),
                      tuple(new[:IDS_KEPT]), tuple(sorted(gone)[:IDS_KEPT]))
 
 

@@ -62,6 +62,8 @@ class Driver:
             assert decoded == record
             self.cg.replay(decoded)
             self.log.append(decoded)
+        for g in self.cg.groups.values():  # the O(1) state's count agrees with a scan after every record batch
+            assert g.unreconciled == sum(1 for m in g.members.values() if not m.is_reconciled_to(g.assignment_epoch))
         for d in outcome.deadlines:
             if d.at_ms is None:
                 self.timers.pop(d.key, None)

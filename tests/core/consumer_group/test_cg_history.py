@@ -21,7 +21,7 @@ from coordinator.core.consumer_group import history as H
 from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.migration import classic_join, classic_leave
 from coordinator.core.coordinator import Coordinator
-from coordinator.core.rebalance_history import Rebalance, decode_key, is_history_key
+from coordinator.core.rebalance_history import Rebalance, decode_key, decode_value, is_history_key
 
 from .cg_harness import Driver, topic_id
 
@@ -70,7 +70,7 @@ def test_each_epoch_bump_is_one_entry_with_its_trigger_and_nothing_else_is() -> 
     assert (r.generation, r.trigger.kind, r.trigger.member_id, r.trigger.client_id, r.trigger.client_host) == \
         (1, "member-joined", a, "client-a", "/10.0.0.1")
     assert (r.members_before, r.members_after, r.joined, r.left) == (0, 1, (a,), ())
-    assert (r.start_ms, r.end_ms, r.protocol_type, r.protocol, r.leader) == (10, 10, "consumer", "uniform", None)
+    assert (r.start_ms, r.end_ms, r.protocol_type, r.protocol, r.leader) == (10, -1, "consumer", "uniform", None)
     settle(d, a)
 
     d.now = 100
@@ -215,7 +215,24 @@ class Runtime:
         for key, value in items:
             self.core.replay(self.shard, key, value)
             self.log.append((self.shard, key, value))
+        # once durable, the runtime asks whether the write ended the group's reconciliation (a write of its own)
+        for key, value in self.core.consumer_rebalance_end(self.shard, G, self.now):
+            self.core.replay(self.shard, key, value)
+            self.log.append((self.shard, key, value))
         return outcome
+
+    def beat(self, member: str, **extra: Any) -> HeartbeatOutcome:
+        m = self.core.consumer_groups(self.shard).groups[G].members[member]
+        owned = [{"topic_id": t, "partitions": sorted(ps)} for t, ps in m.assigned.items()]
+        body = {"group_id": G, "member_id": member, "member_epoch": m.member_epoch, "instance_id": None,
+                "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
+                "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": owned, **extra}
+        out = self.write(self.core.consumer_groups(self.shard).heartbeat(body, 1, self.now, self.topics))
+        assert out.response["error_code"] == 0, out.response  # type: ignore[index]
+        return out
+
+    def state(self) -> str:
+        return self.core.consumer_groups(self.shard).groups[G].state.value
 
     def join(self, client: str) -> str:
         self.ids += 1
@@ -267,7 +284,11 @@ def test_the_story_is_recorded_in_the_ring_and_survives_a_reload() -> None:
     assert rt.history() == expected
     assert [r.seq for r in rt.core.rebalance_history(G)] == [4, 3, 2, 1, 0]
     assert [r.start_ms for r in rt.core.rebalance_history(G)] == [9000, 3000, 2000, 1000, 0]
-    assert len([k for _, k, _ in rt.log if is_history_key(k)]) == 5
+    keys = [k for _, k, _ in rt.log if is_history_key(k)]
+    # five slots; four entries were written twice: a's ended with its own bump (alone), b's, c's and the leave's
+    # were overtaken by the next bump; the expiry's is still open (a has partitions to take)
+    assert len(set(keys)) == 5 and len(keys) == 9
+    assert [r.end_ms for r in rt.core.rebalance_history(G)] == [-1, 9000, 3000, 2000, 0]
     again = rt.reload()
     assert again.rebalance_history(G) == rt.core.rebalance_history(G)
     # the next entry after a reload continues the seq
@@ -275,6 +296,55 @@ def test_the_story_is_recorded_in_the_ring_and_survives_a_reload() -> None:
     rt2.ids = 10
     rt2.join("client-d")
     assert [r.seq for r in again.rebalance_history(G)][:2] == [5, 4]
+
+
+def test_an_entry_ends_when_the_group_is_reconciled_or_at_the_next_bump() -> None:
+    rt = Runtime()
+    rt.now = 100
+    a = rt.join("client-a")  # alone: assigned at once, so the write that bumps also ends it
+    first = rt.core.rebalance_history(G)[0]
+    assert (first.generation, first.start_ms, first.end_ms, first.duration_ms) == (1, 100, 100, 0)
+    rt.now = 1000
+    b = rt.join("client-b")  # a must give up half first: the entry stays open
+    assert rt.state() == "Reconciling"
+    opened = rt.core.rebalance_history(G)[0]
+    assert (opened.generation, opened.end_ms, opened.duration_ms) == (2, -1, None)
+    rt.now = 1200
+    rt.beat(a)  # a is told what to revoke
+    rt.now = 1300
+    rt.beat(a)  # a revoked: b may take them
+    for t, m in ((1400, b), (1500, a), (1600, b)):
+        if rt.state() != "Stable":
+            rt.now = t
+            rt.beat(m)
+    assert rt.state() == "Stable"
+    closed = rt.core.rebalance_history(G)[0]
+    assert (closed.seq, closed.generation, closed.start_ms) == (opened.seq, 2, 1000)
+    assert 1300 <= closed.end_ms <= 1600 and closed.duration_ms == closed.end_ms - 1000
+    ends = [decode_value(v).end_ms for _, k, v in rt.log if is_history_key(k) and v is not None]
+    assert ends == [-1, 100, -1, closed.end_ms]  # each bump written open, then again with its end
+    n = len(rt.log)
+    rt.now = 2000
+    rt.beat(a)
+    rt.beat(b)  # steady heartbeats: nothing written, the entry stays as it ended
+    assert len(rt.log) == n and rt.core.rebalance_history(G)[0] == closed
+
+    rt.now = 3000
+    rt.join("client-c")  # open again ...
+    rt.now = 3500
+    rt.leave(b)  # ... and overtaken by the next bump: it ends there
+    newest, overtaken = rt.core.rebalance_history(G)[:2]
+    assert (overtaken.generation, overtaken.start_ms, overtaken.end_ms) == (3, 3000, 3500)
+    assert (newest.generation, newest.trigger.kind, newest.end_ms) == (4, "member-left", -1)
+    # a reload knows which entry is open, and ends it when the group is reconciled
+    again = Runtime(core=rt.reload())
+    again.now, again.log = 4000, list(rt.log)
+    assert again.core.rebalance_history(G) == rt.core.rebalance_history(G)
+    for m in (a, "m3", a, "m3", a, "m3"):
+        if again.state() != "Stable":
+            again.beat(m)
+    assert again.state() == "Stable"
+    assert again.core.rebalance_history(G)[0].end_ms == 4000
 
 
 def test_describe_groups_answers_a_consumer_group_id_with_its_history() -> None:
