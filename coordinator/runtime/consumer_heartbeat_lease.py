@@ -27,7 +27,7 @@ Rules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coordinator.core.consumer_group import Deadline, HeartbeatOutcome
 from coordinator.core.consumer_group.lease import Lease, grant, renew
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from coordinator.core.consumer_group import TopicInfo
-    from coordinator.runtime.consumer_groups import ConsumerGroupService
+    from coordinator.core.coordinator import Coordinator
     from coordinator.runtime.dispatch import ClientConnection, Slot
 
 CONSUMER_GROUP_HEARTBEAT = 68
@@ -51,10 +51,20 @@ Passed = tuple[Any, int, bytes, int]
 Held = tuple[int, str, int, Lease, tuple[bytes, bytes]]
 
 
+class Service(Protocol):
+    """What this reads of its ConsumerGroupService (consumer_groups.py, which imports this module)."""
+
+    core: Coordinator
+    _queues: dict[str, Any]  # group id -> its queued operations (present: one is in flight)
+    _deadlines: dict[tuple[str, str, str], Deadline]  # the timers' key -> Deadline
+
+    def catalogue(self) -> object: ...
+
+
 class HotConsumerHeartbeats:
     __slots__ = ("_core", "_deadlines", "_leases", "_passed", "_queues", "_service", "now_ms")
 
-    def __init__(self, service: ConsumerGroupService, now_ms: Callable[[], int]) -> None:
+    def __init__(self, service: Service, now_ms: Callable[[], int]) -> None:
         self._service = service
         self._core = service.core
         self._queues = service._queues  # group id -> its queued operations (present: one is in flight)
