@@ -4,7 +4,8 @@ Rules (Kafka's ``Partition``/``Replica``, with durable replication):
 - A follower's fetch offset is its durable log end: it fetches from an offset only once its own fsync
   covered everything below it. ``on_fetch`` records it, with Kafka's caught-up clock: a follower is caught
   up at a fetch whose offset reaches the leader's end at that fetch, or at the previous fetch's time when it
-  reaches the leader's end as it was then (``Replica.updateFetchState``).
+  reaches the leader's end as it was then (``Replica.updateFetchState``); it tells whether the follower's
+  durable end moved (only then can its fetch move the high watermark).
 - The high watermark is the least durable end over the ISR, the leader's own durable end included, taken
   over the ISR and any pending expansion (Kafka's "maximal ISR", so a replica being added never lags the
   high watermark); it never moves back while this node leads.
@@ -49,17 +50,21 @@ class LeaderReplicaState:
                 self.followers[r] = FollowerProgress(caught_up_ms=self.now_ms if r in self.isr else 0)
 
     # ---------------------------------------------------------------- followers
-    def on_fetch(self, follower: int, fetch_offset: int, leader_end: int, now_ms: int) -> None:
+    def on_fetch(self, follower: int, fetch_offset: int, leader_end: int, now_ms: int) -> bool:
+        """Note a follower's fetch; True when its durable end moved (only then can its fetch move the high
+        watermark)."""
         f = self.followers.get(follower)
         if f is None:
-            return
+            return False
         if fetch_offset >= leader_end:
             f.caught_up_ms = max(f.caught_up_ms, now_ms)
         elif fetch_offset >= f.last_fetch_leader_end >= 0:
             f.caught_up_ms = max(f.caught_up_ms, f.last_fetch_ms)
+        moved = f.log_end != fetch_offset
         f.log_end = fetch_offset
         f.last_fetch_leader_end = leader_end
         f.last_fetch_ms = now_ms
+        return moved
 
     # ---------------------------------------------------------------- high watermark
     def advance(self, leader_durable_end: int) -> bool:

@@ -9,6 +9,13 @@ Rules:
   node's id, ``max_wait_ms`` ``FETCH_WAIT_MS``, at most ``FETCH_MAX_BYTES`` per response and
   ``PARTITION_MAX_BYTES`` per partition (bounded buffers). A response larger than the request allows is a
   protocol error (the connection is closed).
+- The replication round is kept cheap (issue #35: it runs once per commit and follower): Fetch requests and
+  answers go through the hand-written ``protocol.replica_fetch`` (the generic codec for every other call);
+  a plain TCP connection is written and read on its socket directly (``os.write``/``os.read``, waiting
+  with ``trio.lowlevel.wait_writable``/``wait_readable`` only when the kernel has nothing: no trio stream
+  layer and its checkpoints per round), a TLS one through its stream; a socket error is a
+  ``trio.BrokenResourceError`` caused by it, as the stream says it. Each request is built in one pass over
+  the followed partitions.
 - Each partition is fetched from its log end, which is always durable here: the batches of a response are
   appended as they are (``PartitionLog.append_as_follower``: CRC and contiguity checked, offsets and leader
   epochs kept) and made durable before the next fetch is sent. So the fetch offset the leader sees is this
@@ -48,6 +55,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -60,9 +68,16 @@ from coordinator.cluster.state import BrokerInfo, TopicPartition
 from coordinator.runtime.rate_limited_log import RateLimitedLog
 from coordinator.runtime.security.peer_login import PeerAuthenticationError
 from coordinator.storage.errors import StorageError
-from protocol import codec
+from protocol import codec, replica_fetch
 from protocol.errors import ErrorCode, ProtocolError
-from protocol.record_batch import CorruptBatchError, parse_header, split_batches
+from protocol.record_batch import (
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    CorruptBatchError,
+    split_batches,
+)
 
 if TYPE_CHECKING:
     from coordinator.runtime.group_commit import GroupCommit
@@ -85,6 +100,7 @@ FSYNC_THREADS = 8  # a response's logs are fsynced this many at a time
 JOURNAL_MAX_BYTES = 512 << 10  # a response up to this size is made durable through the node's journal
 REFUSED_WAIT_S = 0.2  # a partition the leader refused is asked again after this (or the next view)
 _SIZE = struct.Struct(">i")
+_INT32 = struct.Struct(">i")
 _MAX_FRAME = FETCH_MAX_BYTES + PARTITION_MAX_BYTES + (1 << 20)
 
 
@@ -109,39 +125,80 @@ class _Connection:
         self.client_id = client_id
         self.correlation = 0
         self._buf = bytearray()
+        # a plain TCP connection is written and read on its socket directly (-1: through the stream, TLS):
+        # trio's stream layer costs a checkpoint per send and two per receive, every replication round
+        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else -1
         # the fetch session on this connection (KIP-227): its id (0: none yet), the epoch of the next
         # incremental request, and the position of each partition as the leader has it
         self.session_id = 0
         self.session_epoch = 0
         self.sent: dict[TopicPartition, tuple[int, int]] = {}
 
-    async def call(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def call(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float,
+                   round_codec: bool = False) -> dict[str, Any]:
+        """One request, its answer; ``round_codec``: a replica fetch (Fetch v12 of ``_fetch``'s shape),
+        encoded and decoded by ``protocol.replica_fetch``."""
         self.correlation += 1
-        frame = codec.encode_request(api_key, version, self.correlation, self.client_id, body)
+        fetch = round_codec and api_key == 1 and version == replica_fetch.VERSION
+        frame = replica_fetch.encode_request(self.correlation, self.client_id, body) if fetch else \
+            codec.encode_request(api_key, version, self.correlation, self.client_id, body)
         # trio.fail_after, without its two generator context managers (once per replication round)
         with trio.CancelScope(deadline=trio.current_time() + timeout_s) as scope:
-            await self.stream.send_all(frame)
-            size = _SIZE.unpack(await self._read(4))[0]
-            if not 0 < size <= _MAX_FRAME:
-                raise ProtocolError(f"answer of {size} bytes")
-            payload = await self._read(size)
+            await self._send(frame)
+            payload = await self._answer()
         if scope.cancelled_caught:
             raise trio.TooSlowError
-        corr, answer = codec.decode_response(api_key, version, bytes(payload))
+        corr, answer = replica_fetch.decode_response(payload) if fetch else \
+            codec.decode_response(api_key, version, payload)
         if corr != self.correlation:
             raise ProtocolError(f"correlation id {corr}, expected {self.correlation}")
         return answer
 
-    async def _read(self, n: int) -> bytearray:
+    async def _send(self, frame: bytes) -> None:
+        fd = self._fd
+        if fd < 0:
+            await self.stream.send_all(frame)
+            return
+        view = memoryview(frame)
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(fd)
+            except OSError as e:  # as trio's stream says it (fast failover tells a reset from the rest)
+                raise trio.BrokenResourceError(f"socket connection broken: {e}") from e
+
+    async def _answer(self) -> bytes:
+        """The next answer frame's payload."""
         buf = self._buf
-        while len(buf) < n:
-            chunk = await self.stream.receive_some(max(65536, n - len(buf)))
+        while True:
+            if len(buf) >= 4:
+                size = _SIZE.unpack_from(buf)[0]
+                if not 0 < size <= _MAX_FRAME:
+                    raise ProtocolError(f"answer of {size} bytes")
+                if len(buf) >= 4 + size:
+                    payload = bytes(buf[4:4 + size])
+                    del buf[:4 + size]
+                    return payload
+                want = 4 + size - len(buf)
+            else:
+                want = 4 - len(buf)
+            chunk = await self._receive(max(65536, want))
             if not chunk:
                 raise trio.BrokenResourceError("the leader closed the connection")
             buf += chunk
-        out = buf[:n]
-        del buf[:n]
-        return out
+
+    async def _receive(self, n: int) -> bytes:
+        fd = self._fd
+        if fd < 0:
+            return await self.stream.receive_some(n)
+        while True:
+            try:
+                return os.read(fd, n)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+            except OSError as e:
+                raise trio.BrokenResourceError(f"socket connection broken: {e}") from e
 
 
 PeerConnection = _Connection  # one request at a time to a peer's inter-broker listener (the lag gauges' too)
@@ -277,27 +334,34 @@ class ReplicaFetcher:
     async def _fetch(self, conn: _Connection) -> bool:
         """One Fetch round; True when the leader answered."""
         now = trio.current_time()
+        logs = self.replication.logs
+        full = not conn.session_id
+        sent = conn.sent
         fetching: dict[TopicPartition, tuple[_Followed, PartitionLog]] = {}
-        position: dict[TopicPartition, tuple[int, int]] = {}  # (fetch offset, leader epoch)
+        # (fetch offset, leader epoch) of each partition the request lists: all in a full request, else those
+        # whose position the leader's session does not have
+        listed: dict[TopicPartition, tuple[int, int]] = {}
+        asked: dict[str, list[dict[str, Any]]] = {}
         for tp, f in self.partitions.items():
-            plog = self.replication.logs.get(tp)
-            if f.truncate or f.refused_until > now or plog is None:
+            if f.truncate or f.refused_until > now:
+                continue
+            plog = logs.get(tp)
+            if plog is None:
                 continue
             fetching[tp] = (f, plog)
-            position[tp] = (plog.log_end_offset, f.epoch)
+            pos = (plog.log_end_offset, f.epoch)
+            if full or sent.get(tp) != pos:
+                listed[tp] = pos
+                asked.setdefault(tp[0], []).append({
+                    "partition": tp[1], "current_leader_epoch": pos[1], "fetch_offset": pos[0],
+                    "last_fetched_epoch": -1, "log_start_offset": plog.log_start_offset,
+                    "partition_max_bytes": PARTITION_MAX_BYTES})
         if not fetching:
             with trio.move_on_after(REFUSED_WAIT_S):
                 self._changed = trio.Event()
                 await self._changed.wait()
             return False
-        full = not conn.session_id
-        listed = position if full else {tp: pos for tp, pos in position.items() if conn.sent.get(tp) != pos}
-        forgotten = [] if full else [tp for tp in conn.sent if tp not in position]
-        asked: dict[str, list[dict[str, Any]]] = {}
-        for tp, (offset, epoch) in listed.items():
-            asked.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": epoch, "fetch_offset": offset, "last_fetched_epoch": -1,
-                "log_start_offset": fetching[tp][1].log_start_offset, "partition_max_bytes": PARTITION_MAX_BYTES})
+        forgotten = [] if full else [tp for tp in sent if tp not in fetching]
         dropped: dict[str, list[int]] = {}
         for topic, p in forgotten:
             dropped.setdefault(topic, []).append(p)
@@ -307,7 +371,7 @@ class ReplicaFetcher:
                 "topics": [{"topic": t, "partitions": parts} for t, parts in asked.items()],
                 "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in dropped.items()],
                 "rack_id": "", "cluster_id": None}
-        answer = await conn.call(1, FETCH_VERSION, body, FETCH_WAIT_MS / 1000 + ANSWER_SLACK_S)
+        answer = await conn.call(1, FETCH_VERSION, body, FETCH_WAIT_MS / 1000 + ANSWER_SLACK_S, round_codec=True)
         self.fetches += 1
         if answer["error_code"] in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
             self._problems.warning("node %s ended our fetch session (%s); starting a new one", self.leader.node_id,
@@ -316,7 +380,7 @@ class ReplicaFetcher:
             return True
         if full:  # a new session (id 0: the leader keeps none, the next request is full again)
             conn.session_id, conn.session_epoch = answer["session_id"], 1
-            conn.sent = dict(position) if conn.session_id else {}
+            conn.sent = listed if conn.session_id else {}
         else:
             conn.session_epoch = 1 if conn.session_epoch >= 2**31 - 1 else conn.session_epoch + 1
             for tp in forgotten:
@@ -398,12 +462,22 @@ class ReplicaFetcher:
 
 def _brings_new_epoch(plog: PartitionLog, data: bytes) -> bool:
     """Whether ``data``'s last whole batch carries a leader epoch this log has not seen (its epoch file is
-    then rewritten and fsynced by the append: not on the event loop). Epochs only grow along a log."""
-    try:
-        batches = split_batches(data)[0]
-    except CorruptBatchError:
-        return True  # the append reports it, off the event loop as before
-    return bool(batches) and parse_header(batches[-1]).partition_leader_epoch > plog.epoch_cache().latest_epoch
+    then rewritten and fsynced by the append: not on the event loop). Epochs only grow along a log. Reads
+    only the batches' length, magic and epoch fields (``split_batches``' walk, without the views); a
+    malformed batch answers True: the append reports it, off the event loop as before."""
+    total, pos, last = len(data), 0, -1
+    while total - pos >= LOG_OVERHEAD:
+        length = _INT32.unpack_from(data, pos + 8)[0]  # batchLength, after the 8-byte baseOffset
+        if length < MIN_BATCH_LENGTH:
+            return True
+        end = pos + LOG_OVERHEAD + length
+        if end > total:
+            break
+        if data[pos + MAGIC_OFFSET] != MAGIC:
+            return True
+        last, pos = pos, end
+    # partitionLeaderEpoch follows batchLength
+    return last >= 0 and _INT32.unpack_from(data, last + 12)[0] > plog.epoch_cache().latest_epoch
 
 
 def _append_all(appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]],

@@ -17,6 +17,12 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
   fetch with nothing to send waits (``max_wait_ms``) until something is appended (``notify_append``); a
   wake-up serves only the session's partitions with records past their fetch offset (Kafka's DelayedFetch:
   progress was noted when the fetch arrived; a high watermark that moved meanwhile goes with the next answer).
+  Every partition of the session is served at each fetch, cheaply (issue #35): an answer entry is built only
+  for a partition that goes in the answer, and the high watermark is recomputed only when the follower's
+  durable end moved or the leader's own durable end is past it; nothing else it depends on changes without
+  recomputing it itself (``notify_local``, ``_write_isr``, and ``on_view``, also for an ISR changed at the
+  same leader epoch). Answers are encoded by ``protocol.replica_fetch`` (Fetch v12; other versions and
+  shapes by the generic codec).
 - High watermark: the least durable end over the ISR (``replica_state.LeaderReplicaState.advance``), moved
   on every follower fetch and every local fsync the services report (``when_replicated``/``notify_local``).
   Consumers (Fetch replica_id -1) read below it, and retention deletes no segment above it
@@ -83,6 +89,7 @@ from coordinator.storage.errors import StorageError
 from coordinator.storage.leader_epochs import UNDEFINED
 from protocol.errors import ErrorCode
 from protocol.messages.fetch import empty_partition
+from protocol.replica_fetch import encode_response
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
@@ -252,6 +259,7 @@ class Replication:
                 cur.isr, cur.replicas = st.isr, replicas
                 self._isr_versions[tp] = version
                 self._controller_epochs[tp] = st.controller_epoch
+                self._advance(tp, cur, plog)  # a smaller ISR may move the high watermark
             return
         now = _now_ms()
         try:
@@ -536,7 +544,7 @@ class Replication:
             try:
                 served, size, error = self._serve_fetch(p.replica, p.ctx, p.budget, news)
                 if size or error:
-                    p.slot.complete(_answer(p.ctx, served))
+                    p.slot.complete(_answer(p.ctx, served), encode_response)
                     continue
             except Exception:  # a bug here must not fail the round that appended
                 log.exception("delayed follower fetch failed")
@@ -606,7 +614,7 @@ class Replication:
         budget = body.get("max_bytes", 0x7FFFFFFF)
         served, size, error = self._serve_fetch(body["replica_id"], ctx, budget)
         if size or error or body["max_wait_ms"] <= 0:
-            slot.complete(_answer(ctx, served))
+            slot.complete(_answer(ctx, served), encode_response)
             return
         deadline = trio.current_time() + body["max_wait_ms"] / 1000
         self._parked.append(_ParkedFetch(body["replica_id"], ctx, slot, budget, deadline))
@@ -633,7 +641,8 @@ class Replication:
                     p.slot.complete(None)
                     continue
                 try:
-                    p.slot.complete(_answer(p.ctx, self._serve_fetch(p.replica, p.ctx, p.budget)[0]))
+                    served = self._serve_fetch(p.replica, p.ctx, p.budget)[0]
+                    p.slot.complete(_answer(p.ctx, served), encode_response)
                 except Exception:  # runs in replication's nursery: a bug here must not take the server down
                     log.exception("delayed follower fetch failed")
                     p.slot.conn.closed = True
@@ -657,46 +666,54 @@ class Replication:
                      ) -> tuple[list[tuple[TopicPartition, SessionPartition, dict[str, Any]]], int, bool]:
         """Every partition of the fetch (or of ``parts``) served (follower progress noted, the high watermark
         moved, records read up to the log end): (partition, its session entry, its answer) for each that
-        belongs in the answer (in a session, one with nothing new is left out here), the bytes read, any error."""
+        belongs in the answer (in a session, one with nothing new is left out here), the bytes read, any error.
+        Runs for every partition of a session at every follower fetch: an answer entry is built only for a
+        partition that goes in the answer, and the high watermark is recomputed only when this follower's
+        durable end moved or the leader's own is past it (nothing else it depends on changed since the last
+        time: ``notify_local``, ISR writes and views recompute it themselves)."""
         now = _now_ms()
         total, any_error = 0, False
-        out = []
+        out: list[tuple[TopicPartition, SessionPartition, dict[str, Any]]] = []
         session = ctx.session
+        leaders, logs, fenced = self.leaders, self.logs, self.fenced
         for tp, part in (ctx.parts if parts is None else parts).items():
-            res = empty_partition(tp[1])
-            out.append((tp, part, res))
-            st = self.leaders.get(tp)
-            plog = self.logs.get(tp)
-            error = self._fence(tp, st, part.leader_epoch)
-            if not error and (st is None or replica not in st.followers or plog is None):
-                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if error:
-                res["error_code"] = error
+            st = leaders.get(tp)
+            plog = logs.get(tp)
+            epoch = part.leader_epoch
+            if st is None or plog is None or tp in fenced or (epoch != -1 and epoch != st.leader_epoch) or \
+                    replica not in st.followers:
+                res = empty_partition(tp[1])
+                res["error_code"] = self._fence(tp, st, epoch) or ErrorCode.NOT_LEADER_OR_FOLLOWER
+                out.append((tp, part, res))
                 any_error = True
                 continue
-            assert st is not None and plog is not None
             offset = part.fetch_offset
             leader_end = plog.log_end_offset  # followers fetch all it has; the HW waits for its own fsync
-            if offset < plog.log_start_offset or offset > leader_end:
+            log_start = plog.log_start_offset
+            if offset < log_start or offset > leader_end:
+                res = empty_partition(tp[1])
                 res.update(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=st.high_watermark,
-                           log_start_offset=plog.log_start_offset)
+                           log_start_offset=log_start)
+                out.append((tp, part, res))
                 any_error = True
                 continue
-            in_isr = replica in st.isr
-            st.on_fetch(replica, offset, leader_end, now)
-            if st.advance(plog.high_watermark):
+            moved = st.on_fetch(replica, offset, leader_end, now)
+            if (moved or plog.high_watermark > st.high_watermark) and st.advance(plog.high_watermark):
                 self._release(tp, st)
                 self.wake_consumers()
-            if not in_isr and offset >= st.high_watermark:
+            hw = st.high_watermark
+            if offset >= hw and replica not in st.isr:
                 self._isr_wake.set()
-            hw, log_start = st.high_watermark, plog.log_start_offset
             if offset >= leader_end or (budget <= 0 and total > 0):
                 if session is not None and hw == part.sent_hw and log_start == part.sent_log_start:
-                    out.pop()  # nothing for its answer (``FetchContext.must_answer``): not served
-                    continue
+                    continue  # nothing for its answer (``FetchContext.must_answer``)
+                res = empty_partition(tp[1])
                 res.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log_start)
+                out.append((tp, part, res))
                 continue
+            res = empty_partition(tp[1])
             res.update(high_watermark=hw, last_stable_offset=hw, log_start_offset=log_start)
+            out.append((tp, part, res))
             try:
                 data = plog.read(offset, min(part.max_bytes, max(budget, 1)), upper_bound=leader_end)
             except (StorageError, OSError):
