@@ -1,5 +1,5 @@
 """Preferred-leader rebalance in a real 3-node cluster (real ZooKeeper, real `groupcoord serve` processes, the
-controller checking the leader imbalance every second): node 2 is SIGKILLed (or SIGTERMed) and loses every
+controller checking the leader imbalance every second, every imbalance counting): node 2 is SIGKILLed (or SIGTERMed) and loses every
 leadership; once it is back and in sync, the controller moves its preferred offsets partitions back to it, each
 node leads 14-20 of the 50 again, the moves are counted as leader elections, and groups committing all along
 (simple-group commits, each retried at the current coordinator until acknowledged) keep every acknowledged
@@ -32,7 +32,10 @@ from client.errors import KafkaError
 from coordinator.config import ConfigError, load
 from coordinator.core.sharding import partition_for
 
-CHECK_EVERY = ("--leader-imbalance-check-interval-seconds", "1")
+# every imbalance triggers (percentage 0): with Kafka's default 10 %, a check that runs while one of node 2's 17
+# partitions has not taken it back into its ISR yet moves the other 16, and the last one (1/17 < 10 %) then stays
+# where it is, as Kafka would leave it (seen in a CI run on a loaded machine)
+CHECK_EVERY = ("--leader-imbalance-check-interval-seconds", "1", "--leader-imbalance-per-broker-percentage", "0")
 VICTIM = 2
 DEADLINE_S = 120
 

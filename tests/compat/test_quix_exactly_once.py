@@ -3,7 +3,8 @@ worker, and no key is counted twice or missed (stream_apps/quix_count.py, in its
 
 The story: 420 keyed records on a 4-partition input topic; worker 1 (a child process with the quix venv's python)
 counts them per key into a RocksDB store backed by a changelog topic and writes one output record per input
-record, each checkpoint one transaction. At its 8th checkpoint it stops right before commit_transaction, with the
+record, each checkpoint one transaction. At its 8th checkpoint (or the first after it that follows a committed one
+of every input partition: a loaded machine may feed a partition late) it stops right before commit_transaction, with the
 outputs, changelog records and TxnOffsetCommit of that transaction on the server: the test checks that the
 server holds records of it uncommitted (read_uncommitted readers see more than read_committed ones, in the output
 and in the changelog), then SIGKILLs it. Worker 2 (a new random transactional.id, same group, a fresh state dir,
@@ -84,7 +85,8 @@ def test_quix_exactly_once_count_survives_sigkill(txn_server: ServerProcess, tmp
 
     def worker(name: str, stall_at: int) -> Worker:
         state = tmp_path / f"state-{name}"  # a fresh state dir each: worker 2 restores from the changelog
-        return Worker(name, [python, str(APP), bootstrap, INPUT, OUTPUT, GROUP, str(state), str(stall_at)],
+        return Worker(name, [python, str(APP), bootstrap, INPUT, OUTPUT, GROUP, str(state), str(stall_at),
+                             str(PARTITIONS)],
                       cwd=tmp_path)
 
     first = worker("worker-1", stall_at=8)
