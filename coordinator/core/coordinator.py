@@ -113,7 +113,7 @@ from .rebalance import (
     prepare_rebalance,
     schedule_session,
 )
-from .rebalance_history import Rebalance, append, close_reconciling, forget, tombstone_deleted, wire
+from .rebalance_history import History, Rebalance, append, close_reconciling, forget, tombstone_deleted, wire
 from .records import OffsetCommitValue
 from .responses import join_response, offset_commit_response
 from .shard import Shard, ShardStatus, group_from_record
@@ -340,6 +340,10 @@ class Coordinator:
     def consumer_groups(self, shard_id: int) -> ConsumerGroups:
         """The shard's KIP-848 consumer groups (read them; change them only by appending and replaying)."""
         return self._env.shards[shard_id].consumer
+
+    def shard_rebalance_history(self, shard_id: int) -> History:
+        """The shard's rebalance histories (runtime/consumer_batch.py snapshots a group's ring to revert a batch)."""
+        return self._env.shards[shard_id].history
 
     def classic_group_state(self, group_id: str) -> tuple[bool, bool] | None:
         """(empty, has a GroupMetadata record) of the group id's classic group on an ACTIVE shard, or None when

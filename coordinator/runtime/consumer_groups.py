@@ -12,9 +12,15 @@ Rules:
   its records (``core.consumer_history``) follow the outcome's in the same batch and replay with them; a
   durable write that leaves the group reconciled writes that entry again with its end (``_end_rebalance``,
   a write of its own, answering nobody; once per rebalance).
-- One operation per group at a time: since state changes only when a write settles, the operations of a
-  group (heartbeats, timer expiries) queue behind the one whose write is in flight, and each computes from
-  the state its predecessor left.
+- One write per group at a time: the operations of a group (heartbeats, timer expiries, classic members'
+  requests) queue behind the write in flight, and each computes from the state its predecessor left. A lone
+  operation computes, writes, and its records replay once durable (above). When the write settles and several
+  operations are queued, the plain ones run now, one after another, into ONE batch (runtime/consumer_batch.py:
+  each replayed speculatively as it runs, every answer and deadline held until the batch is durable, a failed
+  batch reverted and every operation answered the mapped error; the heartbeats' target assignment computed
+  once per batch); an operation that must run alone waits for the batch to settle.
+- Describe reads the group as last committed while a batch of it is in flight (Kafka's read operations read
+  the last committed offset).
 - Routing as Kafka's GroupCoordinatorService: the request-level checks first (INVALID_REQUEST,
   UNSUPPORTED_ASSIGNOR), then the group's offsets shard: COORDINATOR_LOAD_IN_PROGRESS while it loads,
   NOT_COORDINATOR when this node does not lead it. Group ids are shared with classic groups: a heartbeat
@@ -64,6 +70,7 @@ from coordinator.core.records import encode_group_key, encode_group_value
 from coordinator.core.responses import error_response as classic_error_response
 from coordinator.core.responses import join_response, leave_response
 from coordinator.core.shard import ShardStatus
+from coordinator.runtime.consumer_batch import LATER, Batch, Part
 from coordinator.runtime.consumer_heartbeat_lease import HotConsumerHeartbeats
 from coordinator.runtime.groups import now_ms
 from coordinator.runtime.topics import topic_id
@@ -94,7 +101,9 @@ _APPEND_ERRORS = {
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 
-Op = Callable[[], bool]  # runs one operation of a group; True: a write is in flight (call _settled later)
+# runs one operation of a group: True: a write of its own is in flight (call _settled later); False: done or in
+# the open batch; LATER: it must run alone once the open batch settles (consumer_batch.py)
+Op = Callable[[], "bool | str"]
 
 
 def append_error(err: Exception) -> int:
@@ -155,6 +164,9 @@ class ConsumerGroupService:
         self.topic_names = _TopicNames(broker)
         self._queues: dict[str, deque[Op]] = {}  # group id -> operations waiting (present: one is running)
         self._draining: set[str] = set()  # groups whose queue is being run now (on this call stack)
+        self._batches: dict[str, Batch] = {}  # group id -> its batch being filled (on this call stack)
+        self._inflight: dict[str, Batch] = {}  # group id -> its batch being written (describe: the committed group)
+        self._more: str | None = None  # the group whose running operation has more queued behind it
         self._deadlines: dict[tuple[str, str, str], Deadline] = {}
         self._heap: list[tuple[int, int, tuple[str, str, str]]] = []
         self._seq = itertools.count()
@@ -205,6 +217,8 @@ class ConsumerGroupService:
             prefix: list[tuple[bytes, bytes | None]] = []
             replaced = False
             classic = self.core.classic_group_state(group_id)
+            if classic is not None and group_id in self._batches:
+                return LATER  # a classic group of that id: upgrades and replacements run alone
             upgraded = False
             if classic is not None and group_id not in groups.groups:
                 empty, has_record = classic
@@ -223,19 +237,18 @@ class ConsumerGroupService:
                     if has_record:
                         prefix.append((encode_group_key(group_id), None))
                     prefix.extend(self.core.history_tombstones(group_id))  # its rebalance history goes with it
+            batching = classic is None and self._batching(group_id)
             if not upgraded:
                 if classic is not None and not classic[0] and group_id not in groups.groups:
+                    if group_id in self._batches:
+                        return LATER
                     slot.complete(outcome.response)  # the upgrade was refused
                     return False
                 now, catalogue = now_ms(), self.catalogue()
                 outcome = groups.heartbeat(body, version, now, self.topics, client_id, client_host,
-                                           may_describe)
+                                           may_describe, defer_target=batching)
                 if passed is not None and not prefix and not outcome.records and may_describe is allow_all:
                     self.hot.granted(passed, shard, body, outcome, now, self.topics, catalogue)
-            if not outcome.records:
-                self._arm(outcome.deadlines)
-                slot.complete(outcome.response)
-                return False
 
             def settled(err: Exception | None) -> None:
                 if err is None:
@@ -248,6 +261,12 @@ class ConsumerGroupService:
                     self.groups.write_failures.error("consumer group %s: write failed: %s", group_id, err)
                     slot.complete(error_response(append_error(err), None))  # type: ignore[arg-type]
 
+            if batching or group_id in self._batches:
+                return self._batched(shard, group_id, prefix, outcome, settled)
+            if not outcome.records:
+                self._arm(outcome.deadlines)
+                slot.complete(outcome.response)
+                return False
             return self._write(shard, group_id, prefix, outcome, settled)
 
         self._run(group_id, op)
@@ -265,9 +284,11 @@ class ConsumerGroupService:
         self._run(group_id, lambda: self._classic_op(request, slot, shard))
         return True
 
-    def _classic_op(self, request: Request, slot: Slot, shard: int) -> bool:
+    def _classic_op(self, request: Request, slot: Slot, shard: int) -> bool | str:
         api, version, body = request.api_key, request.version, request.body
         group_id = body["group_id"]
+        if group_id in self._batches:
+            return LATER  # classic members are never batched
         groups = self.core.consumer_groups(shard)
         group = groups.groups.get(group_id) if self._routing_error(group_id) is None else None
         if group is None or (api == 11 and not group.members):
@@ -351,6 +372,111 @@ class ConsumerGroupService:
         self.groups._stage(plog, items, done)
         return True
 
+    # ---------------------------------------------------------------- batches (consumer_batch.py)
+    def _batching(self, group_id: str) -> bool:
+        """Whether the running operation of the group goes into a batch: one is open, or more are queued."""
+        return group_id in self._batches or self._more == group_id
+
+    def _batched(self, shard: int, group_id: str, prefix: list[tuple[bytes, bytes | None]],
+                 outcome: HeartbeatOutcome, settled: Callable[[Exception | None], None]) -> bool | str:
+        """A plain operation's outcome into the group's batch (opened now if need be): its records replayed at
+        once, its answer held. LATER for one that must run alone; an outcome with nothing to write or complete
+        and no batch open is answered at once, as alone."""
+        batch = self._batches.get(group_id)
+        if prefix or outcome.downgrade is not None:
+            if batch is not None:
+                return LATER
+            return self._write(shard, group_id, prefix, outcome, settled)
+        if batch is None:
+            if not outcome.records and outcome.pending is None:
+                self._arm(outcome.deadlines)
+                settled(None)
+                return False
+            batch = self._batches[group_id] = Batch(
+                shard, group_id, self.core.consumer_groups(shard), self.core.shard_rebalance_history(shard),
+                lambda key, value: self.core.replay(shard, key, value))
+        items = [R.encode_record(r) for r in outcome.records]
+        if outcome.rebalance is not None:
+            items += self.core.consumer_history(shard, group_id, outcome.rebalance)
+        try:
+            batch.add(items, Part(outcome, settled))
+        except Exception as e:  # a bug (a record the state refuses): nothing of the batch stays
+            log.exception("consumer group %s: a batched operation could not be applied", group_id)
+            self._abort(group_id, e)
+        return False
+
+    def _abort(self, group_id: str, err: Exception) -> None:
+        batch = self._batches.pop(group_id)
+        batch.restore()
+        for part in batch.parts:
+            try:
+                part.settled(err)
+            except Exception:
+                log.exception("consumer group %s: answering a reverted operation failed", group_id)
+
+    def _flush(self, group_id: str) -> bool:
+        """Write the group's open batch (its deferred target first); True while the write is in flight, False
+        when it was answered at once (nothing to write, or it failed before it was staged)."""
+        batch = self._batches[group_id]
+        shard = batch.shard
+        groups = batch.groups
+        try:
+            pending = [p.outcome for p in batch.parts if p.outcome is not None and p.outcome.pending is not None]
+            if pending:
+                batch.append([R.encode_record(r) for r in groups.assign_target(group_id)])
+                now = now_ms()
+                for outcome in pending:
+                    batch.append([R.encode_record(r) for r in groups.finish(group_id, outcome, now)])
+        except Exception as e:
+            log.exception("consumer group %s: completing a batch failed", group_id)
+            self._abort(group_id, e)
+            return False
+        del self._batches[group_id]
+        if not batch.items:  # nothing written: every answer at once
+            self._batch_done(batch, None)
+            return False
+        self._inflight[group_id] = batch
+        settled_now = []  # settled before _stage_batch returned (a write failing at once): the drain goes on
+
+        def done(err: Exception | None) -> None:
+            try:
+                self._batch_done(batch, err)
+            finally:
+                self._inflight.pop(group_id, None)
+                settled_now.append(True)
+                self._settled(group_id)
+
+        try:
+            plog = self.groups.offsets_log(shard)
+        except (StorageError, OSError) as e:
+            self._inflight.pop(group_id, None)
+            self._batch_done(batch, e)
+            return False
+        self._stage_batch(plog, batch, done)
+        return not settled_now
+
+    def _stage_batch(self, plog: object, batch: Batch, done: Callable[[Exception | None], None]) -> None:
+        self.groups._stage(plog, batch.items, done)  # type: ignore[arg-type]
+
+    def _batch_done(self, batch: Batch, err: Exception | None) -> None:
+        """The batch settled: once durable its deadlines armed, the end of a rebalance it completed written, every
+        operation answered in order; on failure the state restored first, every operation answered the error."""
+        shard, group_id = batch.shard, batch.group_id
+        active = self.core.shard_status(shard) is ShardStatus.ACTIVE
+        same = self.core.consumer_groups(shard) is batch.groups  # else the shard was reloaded: nothing to revert
+        if err is None:
+            if active:
+                for part in batch.parts:
+                    self._arm(part.deadlines)
+                self._end_rebalance(shard, group_id)
+        elif same:
+            batch.restore()
+        for part in batch.parts:
+            try:
+                part.settled(err)
+            except Exception:
+                log.exception("consumer group %s: answering a batched operation failed", group_id)
+
     def _end_rebalance(self, shard: int, group_id: str) -> None:
         """After a durable write of the group: when it left the group reconciled, its open rebalance history entry
         gets its end (core/consumer_group/history.py), in a write of its own that answers nobody."""
@@ -385,16 +511,30 @@ class ConsumerGroupService:
         try:
             while True:
                 if op is None:
+                    batch = self._batches.get(group_id)
+                    if batch is not None and (not queue or batch.full()):
+                        if self._flush(group_id):
+                            return
+                        continue
                     if not queue:
                         del self._queues[group_id]
                         return
                     op = queue.popleft()
+                self._more = group_id if queue else None
                 try:
-                    writing = op()
+                    result = op()
                 except Exception:
                     log.exception("consumer group %s: operation failed", group_id)
-                    writing = False
-                if writing:
+                    result = False
+                finally:
+                    self._more = None
+                if result is LATER:  # it runs alone, after the open batch
+                    queue.appendleft(op)
+                    if group_id in self._batches and self._flush(group_id):
+                        return
+                    if group_id in self._batches:  # cannot be: LATER only while a batch is open
+                        self._abort(group_id, RuntimeError("batch left open"))
+                elif result:
                     return
                 op = None
         finally:
@@ -419,7 +559,14 @@ class ConsumerGroupService:
                 out.append({"group_id": group_id, "error_code": error, "error_message": None})
                 continue
             groups = self.core.consumer_groups(self.core.shard_for(group_id))
-            entry = groups.describe([group_id], self.topic_names)[0]  # type: ignore[arg-type]
+            inflight = self._inflight.get(group_id)
+            if inflight is not None and inflight.groups is groups:  # the group as last committed
+                committed, cfg = inflight.saved_group, groups.config
+                entry = (committed.describe(self.topic_names, cfg.assignors[0], cfg.assignors)  # type: ignore[arg-type]
+                         if committed is not None else
+                         {"error_code": 69, "error_message": f"Group {group_id} not found.", "group_id": group_id})
+            else:
+                entry = groups.describe([group_id], self.topic_names)[0]  # type: ignore[arg-type]
             if entry["error_code"] and self.core.classic_group_state(group_id) is not None:
                 entry["error_message"] = f"Group {group_id} is not a consumer group."
             out.append(entry)
@@ -474,24 +621,29 @@ class ConsumerGroupService:
             del self._deadlines[key]
             self._run(d.group_id, lambda d=d: self._expire(d))
 
-    def _expire(self, d: Deadline) -> bool:
+    def _expire(self, d: Deadline) -> bool | str:
         shard = self.core.shard_for(d.group_id)
         if self.core.shard_status(shard) is not ShardStatus.ACTIVE:
             return False
+        if d.group_id in self._batches and self.core.classic_group_state(d.group_id) is not None:
+            return LATER
         groups = self.core.consumer_groups(shard)
         if d.kind == "session":
             outcome = groups.expire_session(d.group_id, d.member_id, now_ms(), self.topics)
         else:
             outcome = groups.expire_rebalance(d.group_id, d.member_id, d.epoch, now_ms(), self.topics)
-        if not outcome.records:
-            self._arm(outcome.deadlines)
-            return False
-        log.info("consumer group %s: member %s fenced (%s timeout)", d.group_id, d.member_id, d.kind)
+        if outcome.records:
+            log.info("consumer group %s: member %s fenced (%s timeout)", d.group_id, d.member_id, d.kind)
 
         def settled(err: Exception | None) -> None:
-            if err is not None:
+            if err is not None and outcome.records:
                 self.groups.write_failures.error("consumer group %s: fencing %s failed: %s", d.group_id,
                                                  d.member_id, err)
                 self._arm([Deadline(d.kind, d.group_id, d.member_id, now_ms() + 1000, d.epoch)])  # try again
 
+        if self._batching(d.group_id) and self.core.classic_group_state(d.group_id) is None:
+            return self._batched(shard, d.group_id, [], outcome, settled)
+        if not outcome.records:
+            self._arm(outcome.deadlines)
+            return False
         return self._write(shard, d.group_id, [], outcome, settled)

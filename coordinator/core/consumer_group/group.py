@@ -15,7 +15,8 @@ Replay rules (Kafka's GroupMetadataManager.replay):
 - PartitionMetadata value/tombstone sets/clears the subscription metadata; Metadata value sets the group
   epoch. The Metadata tombstone (deleting the group) is applied by ``ConsumerGroups``: it needs no member,
   no target and an assignment epoch of -1.
-Derived: ``state`` (model.GroupState; O(1): ``unreconciled`` counts the members not reconciled to the assignment
+Derived (each kept in step by replay, and copied by ``copy``): ``assignor_counts`` (server assignor -> members
+naming it: ``preferred_assignor`` in O(1)), ``state`` (model.GroupState; O(1): ``unreconciled`` counts the members not reconciled to the assignment
 epoch, kept in step by every replay that changes a member or the assignment epoch), ``regex_members`` (regex -> member count), ``subscribed_topic_names``
 (name -> member count) over each member's EFFECTIVE subscription: its names and the topics its regex
 resolves to (nothing while unresolved), kept in step by member and regex replays alike.
@@ -49,6 +50,20 @@ class ConsumerGroup:
         self.resolved_regexes: dict[str, R.RegexValue] = {}
         self.regex_members: Counter[str] = Counter()
         self.unreconciled = 0  # members not reconciled to the assignment epoch
+        self.assignor_counts: Counter[str] = Counter()  # server assignor -> members naming it
+
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (members and assignments are immutable values: shared): what a reverted batch
+        restores (runtime/consumer_batch.py)."""
+        c = ConsumerGroup.__new__(ConsumerGroup)
+        c.group_id, c.group_epoch, c.assignment_epoch = self.group_id, self.group_epoch, self.assignment_epoch
+        c.members, c.static_members, c.targets = dict(self.members), dict(self.static_members), dict(self.targets)
+        c.subscription_metadata = dict(self.subscription_metadata)
+        c.partition_epochs = {t: dict(ps) for t, ps in self.partition_epochs.items()}
+        c.subscribed_topic_names = Counter(self.subscribed_topic_names)
+        c.resolved_regexes, c.regex_members = dict(self.resolved_regexes), Counter(self.regex_members)
+        c.unreconciled, c.assignor_counts = self.unreconciled, Counter(self.assignor_counts)
+        return c
 
     # ------------------------------------------------------------ derived
     @property
@@ -102,8 +117,16 @@ class ConsumerGroup:
                            replacing: Mapping[str, Member | None] = {}) -> str:
         """The most common ServerAssignor among the members (``replacing`` swaps members in or out by id;
         ties go to the one listed first in ``known``), else ``default``."""
-        members = {**self.members, **replacing}
-        counts = Counter(m.server_assignor for m in members.values() if m is not None and m.server_assignor)
+        counts = self.assignor_counts
+        if replacing:  # O(len(replacing)): the group's counts, the replaced members out and theirs in
+            counts = Counter(counts)
+            for member_id, m in replacing.items():
+                old = self.members.get(member_id)
+                if old is not None and old.server_assignor:
+                    counts[old.server_assignor] -= 1
+                if m is not None and m.server_assignor:
+                    counts[m.server_assignor] += 1
+            counts = +counts
         if not counts:
             return default
         return max(counts, key=lambda a: (counts[a], -known.index(a) if a in known else -len(known)))
@@ -173,12 +196,18 @@ class ConsumerGroup:
             self.subscribed_topic_names.subtract(self.effective_names(old))
             if old.subscribed_topic_regex:
                 self.regex_members[old.subscribed_topic_regex] -= 1
+            if old.server_assignor:
+                self.assignor_counts[old.server_assignor] -= 1
+                if not self.assignor_counts[old.server_assignor]:
+                    del self.assignor_counts[old.server_assignor]
             if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
                 del self.static_members[old.instance_id]
         if new is not None:
             self.subscribed_topic_names.update(self.effective_names(new))
             if new.subscribed_topic_regex:
                 self.regex_members[new.subscribed_topic_regex] += 1
+            if new.server_assignor:
+                self.assignor_counts[new.server_assignor] += 1
             if new.instance_id is not None:
                 self.static_members[new.instance_id] = new.member_id
         self.subscribed_topic_names = +self.subscribed_topic_names  # drop zero counts

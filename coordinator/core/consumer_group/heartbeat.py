@@ -38,6 +38,13 @@ Rules:
   executor, then a write of its own) and the record's Version is a fingerprint of the topic snapshot
   (Kafka: the metadata image offset). Classic-protocol members and online migration: migration.py (a fence
   whose remaining members are all classic may end the group, ``HeartbeatOutcome.downgrade``).
+- Deferred targets (batches of one group's heartbeats, runtime/consumer_batch.py): with ``defer_target`` a
+  heartbeat that leaves the group ASSIGNING does not compute the target assignment; its member reconciles to
+  the current target epoch and the outcome is ``pending``. Once every heartbeat of the batch is replayed the
+  caller computes the target ONCE (``assign_target``: over the members as they are then) and completes each
+  pending outcome in order (``finish``: the member reconciles to the new target as step 3 would have; its
+  response and deadlines updated). Without ``defer_target`` (a lone heartbeat) a join gets its target at once.
+  The distinct subscriptions are turned into topic-id sets once per computation (``_assign``).
 - Leases (lease.py): ``written`` numbers the latest record replayed into each group, so that a lease on a
   steady heartbeat's answer ends with any write to its group.
 - Per-group configs (Kafka 4's GroupConfig; ``group_configs.py``): a group's ``consumer.session.timeout.ms`` and
@@ -127,6 +134,18 @@ class HeartbeatOutcome:
     deadlines: list[Deadline] = field(default_factory=list)
     downgrade: Any = None  # migration.Downgrade: the records end the group, a classic group follows them
     rebalance: Rebalance | None = None  # the history entry of the epoch bump (history.py; its seq given when written)
+    pending: Pending | None = None  # its target was deferred (``defer_target``): ``finish`` completes it
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What ``finish`` needs of a heartbeat whose target assignment was deferred."""
+
+    member_id: str
+    member_epoch: int  # the epoch its outcome left the member at
+    owned: Assignment | None  # the request's owned partitions
+    full: bool  # a full request: the response carries the assignment whatever it is
+    before: Assignment  # the member's assigned partitions before the heartbeat
 
 
 def _no_override(group_id: str, key: str) -> int | None:
@@ -194,15 +213,19 @@ class ConsumerGroups:
     # ------------------------------------------------------------ heartbeat
     def heartbeat(self, request: Mapping[str, Any], version: int, now_ms: int,
                   topics: Mapping[str, TopicInfo], client_id: str = "", client_host: str = "",
-                  may_describe: TopicFilter = allow_all, base: ConsumerGroup | None = None) -> HeartbeatOutcome:
+                  may_describe: TopicFilter = allow_all, base: ConsumerGroup | None = None,
+                  defer_target: bool = False) -> HeartbeatOutcome:
         """``topics`` is the broker's topic snapshot (name -> TopicInfo; iterable for regexes) and
         ``may_describe`` whether the member may DESCRIBE a topic (regex resolution only). ``base``: the group
-        to join instead of the stored one (a classic group being upgraded, migration.py)."""
+        to join instead of the stored one (a classic group being upgraded, migration.py). ``defer_target``:
+        a group left ASSIGNING is not given its new target here; the outcome is ``pending`` until the
+        caller's ``assign_target`` and ``finish`` (batches, module rules)."""
         try:
             self._validate(request, version)
             if request["member_epoch"] in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(request, topics, now_ms)
-            return self._heartbeat(request, now_ms, topics, client_id, client_host, may_describe, base)
+            return self._heartbeat(request, now_ms, topics, client_id, client_host, may_describe, base,
+                                   defer_target)
         except Reject as e:
             return HeartbeatOutcome(error_response(e.code, e.message))
 
@@ -242,7 +265,7 @@ class ConsumerGroups:
 
     def _heartbeat(self, req: Mapping[str, Any], now_ms: int, topics: Mapping[str, TopicInfo],
                    client_id: str, client_host: str, may_describe: TopicFilter,
-                   base: ConsumerGroup | None = None) -> HeartbeatOutcome:
+                   base: ConsumerGroup | None = None, defer_target: bool = False) -> HeartbeatOutcome:
         group_id, member_id, epoch = req["group_id"], req["member_id"], req["member_epoch"]
         instance_id = req.get("instance_id")
         owned = None if req.get("topic_partitions") is None else from_wire(req["topic_partitions"])
@@ -332,7 +355,8 @@ class ConsumerGroups:
 
         # 2. the target assignment
         own_target = group.target(old_id)
-        if group_epoch > group.assignment_epoch:
+        deferred = defer_target and group_epoch > group.assignment_epoch
+        if group_epoch > group.assignment_epoch and not deferred:
             members = {m.member_id: m for m in group.members.values() if m.member_id != old_id}
             members[member_id] = updated
             current = {m: group.target(m) for m in members}
@@ -342,12 +366,7 @@ class ConsumerGroups:
                 had.add(member_id)
             targets = self._assign(group, members, current, metadata, resolved,
                                    replacing={old_id: None, member_id: updated})
-            for m, target in targets.items():
-                if m not in had or target != current[m]:
-                    records.append(R.Record(R.TargetAssignmentMemberKey(group_id, m),
-                                            R.TargetAssignmentMemberValue(dict(target))))
-            records.append(R.Record(R.TargetAssignmentMetadataKey(group_id),
-                                    R.TargetAssignmentMetadataValue(group_epoch)))
+            records += self._target_records(group, targets, current, had, group_epoch)
             target_epoch, target = group_epoch, targets[member_id]
         else:
             target_epoch, target = group.assignment_epoch, own_target
@@ -372,7 +391,67 @@ class ConsumerGroups:
                     "heartbeat_interval_ms": self.heartbeat_interval_ms(group_id), "assignment": None}
         if full or reconciled.assigned != member.assigned:
             response["assignment"] = {"topic_partitions": to_wire(reconciled.assigned)}
-        return HeartbeatOutcome(response, records, deadlines, rebalance=rebalance)
+        pending = Pending(member_id, reconciled.member_epoch, owned, full, member.assigned) if deferred else None
+        return HeartbeatOutcome(response, records, deadlines, rebalance=rebalance, pending=pending)
+
+    # ------------------------------------------------------------ deferred targets (batches)
+    def assign_target(self, group_id: str) -> list[R.Record]:
+        """The records of the group's new target assignment when it is ASSIGNING (group epoch > assignment
+        epoch, members left), computed once over its members as they are now (the subscription metadata and
+        regex resolutions replayed); none otherwise, or when the assignor fails (the next heartbeat that
+        computes it answers the error)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members or group.group_epoch <= group.assignment_epoch:
+            return []
+        current = {m: group.target(m) for m in group.members}
+        try:
+            targets = self._assign(group, group.members, current, group.subscription_metadata,
+                                   group.resolved_regexes, {})
+        except Reject:
+            return []
+        return self._target_records(group, targets, current, set(group.targets), group.group_epoch)
+
+    def finish(self, group_id: str, outcome: HeartbeatOutcome, now_ms: int) -> list[R.Record]:
+        """Complete a ``pending`` outcome once the group's target is in place (``assign_target``'s records
+        replayed): the member reconciles to it as its heartbeat would have (step 3), the records of that are
+        returned, and the outcome's response and deadlines are updated in place. Nothing when the member is
+        gone or moved on since, or has nothing to reconcile."""
+        pending = outcome.pending
+        outcome.pending = None
+        group = self.groups.get(group_id)
+        member = group.members.get(pending.member_id) if group is not None and pending is not None else None
+        if member is None or pending is None or member.member_epoch != pending.member_epoch:
+            return []
+        target_epoch = group.assignment_epoch
+        if group.group_epoch > target_epoch or member.is_reconciled_to(target_epoch):
+            return []
+        reconciled = reconcile(member, target_epoch, group.target(member.member_id), pending.owned,
+                               group.partition_epoch)
+        if reconciled.assignment_value() == member.assignment_value():
+            return []
+        record = R.Record(R.CurrentAssignmentKey(group_id, member.member_id), reconciled.assignment_value())
+        if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+            outcome.deadlines.append(Deadline("rebalance", group_id, member.member_id,
+                                              now_ms + reconciled.rebalance_timeout_ms, reconciled.member_epoch))
+        else:
+            outcome.deadlines.append(Deadline("rebalance", group_id, member.member_id, None))
+        response = outcome.response
+        if response is not None:
+            response["member_epoch"] = reconciled.member_epoch
+            if pending.full or reconciled.assigned != pending.before:
+                response["assignment"] = {"topic_partitions": to_wire(reconciled.assigned)}
+            else:
+                response["assignment"] = None
+        return [record]
+
+    def _target_records(self, group: ConsumerGroup, targets: Mapping[str, Assignment],
+                        current: Mapping[str, Assignment], had: set[str], epoch: int) -> list[R.Record]:
+        """TargetAssignmentMember for each new or changed target, then TargetAssignmentMetadata at ``epoch``."""
+        group_id = group.group_id
+        records = [R.Record(R.TargetAssignmentMemberKey(group_id, m), R.TargetAssignmentMemberValue(dict(target)))
+                   for m, target in targets.items() if m not in had or target != current[m]]
+        records.append(R.Record(R.TargetAssignmentMetadataKey(group_id), R.TargetAssignmentMetadataValue(epoch)))
+        return records
 
     def _bump_entry(self, group: ConsumerGroup, epoch: int, previous: Member | None, replaced: Member | None,
                     updated: Member, old_id: str, metadata: Mapping[str, R.TopicMetadata], regexes_changed: bool,
@@ -433,9 +512,17 @@ class ConsumerGroups:
                 replacing: Mapping[str, Member | None]) -> dict[str, Assignment]:
         name = group.preferred_assignor(self.config.assignors[0], self.config.assignors, replacing)
         partitions = {t.topic_id: t.num_partitions for t in metadata.values()}
-        specs = {m.member_id: MemberSpec(frozenset(metadata[n].topic_id for n in group.effective_names(m, resolved)
-                                                   if n in metadata),
-                                         current[m.member_id], m.instance_id) for m in members.values()}
+        # one topic-id set per DISTINCT subscription, shared by its members (the assignor groups members by it,
+        # and a frozenset caches its hash)
+        subscriptions: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
+        specs = {}
+        for m in members.values():
+            key = (m.subscribed_topic_names, m.subscribed_topic_regex)
+            topic_ids = subscriptions.get(key)
+            if topic_ids is None:
+                topic_ids = subscriptions[key] = frozenset(
+                    metadata[n].topic_id for n in group.effective_names(m, resolved) if n in metadata)
+            specs[m.member_id] = MemberSpec(topic_ids, current[m.member_id], m.instance_id)
         try:
             targets = self.assignors[name](specs, partitions)
         except AssignorError as e:

@@ -57,14 +57,14 @@ MIGRATION_TO_CLASSIC = "migration-to-classic"
 def entry(group: ConsumerGroup, generation: int, kind: str, member: Member | None, now_ms: int, protocol: str | None,
           *, joined: Iterable[str] = (), left: Iterable[str] = (), reason: str | None = None) -> Rebalance:
     """The history entry of a bump of ``group`` (its state before the bump) to ``generation``."""
-    before = set(group.members)
-    gone = [m for m in left if m in before]
-    new = [m for m in joined if m not in before]
-    after = (before - set(gone)) | set(new)
+    before = group.members  # O(joined + left): no copy of the members (a join storm makes one entry per join)
+    gone = list(dict.fromkeys(m for m in left if m in before))
+    new = list(dict.fromkeys(m for m in joined if m not in before))
+    after = len(before) - len(gone) + len(new)
     trigger = Trigger(kind, reason=reason) if member is None else Trigger(
         kind, member.member_id, member.client_id or None, member.client_host or None, reason)
     end = now_ms if kind == MIGRATION_TO_CLASSIC else OPEN_END
-    return Rebalance(0, generation, now_ms, end, trigger, PROTOCOL_TYPE, protocol, None, len(before), len(after),
+    return Rebalance(0, generation, now_ms, end, trigger, PROTOCOL_TYPE, protocol, None, len(before), after,
                      tuple(new[:IDS_KEPT]), tuple(sorted(gone)[:IDS_KEPT]))
 
 

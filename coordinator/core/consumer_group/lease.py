@@ -16,7 +16,8 @@ Rules:
 - A lease is renewable (``renew(groups, lease, now_ms, catalogue)``: the member's new session deadline,
   absolute ms, else None) while every input of that heartbeat is unchanged:
   - the group: no record replayed into it since the grant (``ConsumerGroups.written``: another member's
-    heartbeat, a fence or leave, a session or rebalance expiry, a migration, the group's deletion: any write);
+    heartbeat, a fence or leave, a session or rebalance expiry, a migration, the group's deletion: any write;
+    a batch's speculative replays count, and a reverted batch bumps it again: runtime/consumer_batch.py);
   - the ``ConsumerGroups`` itself (a shard unloaded and loaded again builds a new one);
   - the topic catalogue (``catalogue`` token: a topic created, deleted or grown may change the subscription
     metadata, which bumps the group epoch on the next heartbeat; the hot path must not hide it);

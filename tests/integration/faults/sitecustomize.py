@@ -52,6 +52,19 @@ if _dir:
 
     _cg.ConsumerGroupService._write = _faulty_write
 
+    # ... and a batched one (flag "consumer_group_batch_write": runtime/consumer_batch.py): the batch's write fails
+    _real_stage_batch = _cg.ConsumerGroupService._stage_batch
+
+    def _faulty_stage_batch(self, plog, batch, done):  # type: ignore[no-untyped-def]
+        flag = os.path.join(_dir, "consumer_group_batch_write")
+        if os.path.exists(flag):
+            os.unlink(flag)
+            done(_StorageError("injected fault in a batched consumer group write"))
+            return
+        _real_stage_batch(self, plog, batch, done)
+
+    _cg.ConsumerGroupService._stage_batch = _faulty_stage_batch
+
     # --- SIGKILL at a step of a transaction (tests/integration/test_transactions_crash.py) ---------------------
     # Each flag fires once (removed before the kill, so the restarted server, on the same TEST_FAULT_DIR, runs
     # on). What is durable at each point:
