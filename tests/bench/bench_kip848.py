@@ -2,10 +2,12 @@
 
 Run from the repository root:  .venv/bin/python -m tests.bench.bench_kip848 [--members 1000,10000] [--quick]
 (``make bench ARGS=kip848``). Figures, each printed with its target (a table at the end):
-1. Join: N members (``--members``, default 1000) subscribe to one topic of ``--partitions-per-member`` x N
-   partitions. Every member's first ConsumerGroupHeartbeat v1 goes out back to back; the clock runs from just
-   before the LAST member's first heartbeat to the response after which every member is stable on its full
-   assignment (all members at one epoch and their partitions covering the topic exactly once). Members are
+1. Join: N members (``--members``, default 1000) subscribe to ``--partitions-per-member`` x N partitions: one
+   topic, or as many topics as the server's cap of MAX_TOPIC_PARTITIONS (10,000) partitions per topic needs
+   (2 of 10,000 at 10,000 members). Every member's first ConsumerGroupHeartbeat v1 goes out back to back; the
+   clock runs from just before the LAST member's first heartbeat to the response after which every member is
+   stable on its full assignment (all members at one epoch and their partitions covering the topics exactly
+   once). Members are
    simulated over ``--connections`` connections (requests pipelined, one in flight per member) as a client
    does it: a member whose assignment changed (revoke, or new partitions) heartbeats again at once with the
    partitions it owns; any other heartbeats again after ``--idle-ms`` (default max(100, N / 5) ms: a short
@@ -27,6 +29,15 @@ Run from the repository root:  .venv/bin/python -m tests.bench.bench_kip848 [--m
    target <= 50 ms each). Best of 3, assign() only; coverage is checked so a broken assignor cannot post a
    good time.
 Rules: the server is a subprocess on a free port (``--port 0``), stopped by its PID; the load is this process.
+Its ``max.connections`` is raised above the default 10,000: the classic members of the first size stay connected
+(one connection each) while the KIP-848 group and figure 3 connect; those of a later size leave (one LeaveGroup)
+and disconnect before its KIP-848 group comes. Every connection and partition log is a file descriptor of the
+server (``ulimit -n``): 10,000 members with 2 partitions each need more than 20,000, so on such a machine run
+``--members 1000,10000 --partitions-per-member 1``. Its ``max.inflight.requests.per.connection`` (read-ahead,
+100 by default) is raised to N / ``--connections`` + 1: each simulated member has at most one request in flight,
+as it would on a connection of its own, so 8 connections must carry N / 8 of them (at 100, the server read at
+most 800 of the storm at a time). A connection the server closes fails the run (BenchError),
+never a wait on a dead socket.
 A figure is printed only for a run that worked (any unexpected error code raises). Asserts nothing about
 wall-clock time; the machine is shared (2 cores: the server and this load generator compete).
 """
@@ -52,11 +63,12 @@ from typing import Any
 import trio
 
 from coordinator.core.consumer_group.assignors import MemberSpec, uniform
+from coordinator.runtime.topics import topic_id
 from protocol import codec
 from protocol.framing import FrameReader
 from tests.bench.bench_coordinator import Daemon, groupcoord
 from tests.bench.bench_coordinator_blast import closed_loop, connect_all, process_cpu
-from tests.bench.bench_coordinator_members import Member, form_group, make_members, time_rebalance
+from tests.bench.bench_coordinator_members import Member, form_group, leave_all, make_members, time_rebalance
 
 CGH, CGH_V = 68, 1
 HEARTBEAT, HEARTBEAT_V = 12, 4
@@ -67,6 +79,7 @@ HEARTBEAT_ERR_FROM_END = 3  # Heartbeat v4 response: error_code int16, empty tag
 CGH_ERR_FROM_END = 2 + 1 + 23 + 4 + 4 + 1 + 1
 REBALANCE_TIMEOUT_MS = 300_000
 COMMAND = ".venv/bin/python -m tests.bench.bench_kip848"
+MAX_TOPIC_PARTITIONS = 10_000  # the server's cap per CreateTopics topic (runtime/topics.py)
 
 TP = tuple[uuid.UUID, int]
 
@@ -145,8 +158,8 @@ class Conn:
 class Group848:
     """The members of one consumer group and the loop that drives them (see the module doc, figure 1)."""
 
-    def __init__(self, group_id: str, topic: str, partitions: int, conns: list[Conn], idle_s: float) -> None:
-        self.group_id, self.topic, self.partitions = group_id, topic, partitions
+    def __init__(self, group_id: str, topics: list[str], partitions: int, conns: list[Conn], idle_s: float) -> None:
+        self.group_id, self.topics, self.partitions = group_id, topics, partitions
         self.conns = conns
         self.idle_s = idle_s
         self.members: list[Sim] = []
@@ -168,7 +181,7 @@ class Group848:
         epoch = -1 if m.leaving else m.epoch
         return {"group_id": self.group_id, "member_id": m.mid, "member_epoch": epoch, "instance_id": None,
                 "rack_id": None, "rebalance_timeout_ms": REBALANCE_TIMEOUT_MS if first else -1,
-                "subscribed_topic_names": [self.topic] if first else None, "subscribed_topic_regex": None,
+                "subscribed_topic_names": list(self.topics) if first else None, "subscribed_topic_regex": None,
                 "server_assignor": None,
                 "topic_partitions": [{"topic_id": t, "partitions": sorted(p)} for t, p in m.owned.items()]
                 if m.report or first else None}
@@ -245,7 +258,13 @@ async def create_topic(port: int, name: str, partitions: int) -> None:
         await s.send(frame)
         reader = FrameReader()
         while (payload := reader.next_frame()) is None:
-            reader.feed(await s.recv(65536))
+            try:
+                data = await s.recv(65536)
+            except OSError as e:  # reset: refused with our request unread
+                raise BenchError(f"CreateTopics {name}: the server closed the connection ({e})") from e
+            if not data:  # refused (max.connections) or closed: never spin on a dead socket
+                raise BenchError(f"CreateTopics {name}: the server closed the connection")
+            reader.feed(data)
         _, r = codec.decode_response(CREATE_TOPICS, CREATE_TOPICS_V, payload)
     if r["topics"][0]["error_code"]:
         raise BenchError(f"CreateTopics {name}: {r['topics'][0]}")
@@ -274,12 +293,14 @@ async def keep_classic_alive(members: list[Member], every_s: float) -> None:
 # ---------------------------------------------------------------- figures 1-2 on the server
 async def join_figures(a: argparse.Namespace, port: int, n: int, one_more: bool, out: dict[str, Any],
                        nursery: trio.Nursery) -> Group848 | None:
-    topic = f"kip848-{n}"
     partitions = n * a.partitions_per_member
-    await create_topic(port, topic, partitions)
+    counts = topic_counts(partitions)
+    topics = [f"kip848-{n}" if len(counts) == 1 else f"kip848-{n}-{i}" for i in range(len(counts))]
+    for topic, count in zip(topics, counts):
+        await create_topic(port, topic, count)
     conns = await open_conns(port, a.connections, f"k{n}")
     idle_s = (a.idle_ms if a.idle_ms else max(100.0, n / 5)) / 1000
-    g = Group848(f"bench-kip848-{n}", topic, partitions, conns, idle_s)
+    g = Group848(f"bench-kip848-{n}", topics, partitions, conns, idle_s)
     for c in conns:
         nursery.start_soon(c.writer)
         nursery.start_soon(c.responses, CGH, CGH_V, g.handle)
@@ -310,13 +331,18 @@ async def join_figures(a: argparse.Namespace, port: int, n: int, one_more: bool,
     revokers = [m for m in members if m.revoked]
     others_changed = [m for m in members if m.changed and not m.revoked]
     emptied = [m for m in members if m.emptied]
-    specs = {m.mid: MemberSpec(frozenset([next(iter(before[m.mid]))]), before[m.mid]) for m in members}
-    topic_id = next(iter(before[members[0].mid]))
-    specs[joiner.mid] = MemberSpec(frozenset([topic_id]))
-    targets = uniform(specs, {topic_id: partitions})
-    core_donors = sum(1 for m in members if len(targets[m.mid][topic_id]) < len(before[m.mid][topic_id]))
+    sizes = {topic_id(name): c for name, c in zip(topics, counts)}
+    subscription = frozenset(sizes)
+    specs = {m.mid: MemberSpec(subscription, before[m.mid]) for m in members}
+    specs[joiner.mid] = MemberSpec(subscription)
+    targets = uniform(specs, sizes)
+
+    def total(owned: dict[uuid.UUID, Any]) -> int:
+        return sum(len(ps) for ps in owned.values())
+
+    core_donors = sum(1 for m in members if total(targets[m.mid]) < total(before[m.mid]))
     out["one_more"] = {"members": n, "join_s": end - t0, "revokers": len(revokers), "core_donors": core_donors,
-                       "least": least_donors([len(before[m.mid][topic_id]) for m in members], partitions),
+                       "least": least_donors([total(before[m.mid]) for m in members], partitions),
                        "others_changed": len(others_changed), "emptied": len(emptied),
                        "joiner_got": joiner.size()}
     say(f"one member joining {n}: {len(revokers)} members revoked, the pure core's assignor needs {core_donors}, "
@@ -325,13 +351,25 @@ async def join_figures(a: argparse.Namespace, port: int, n: int, one_more: bool,
     joiner.leaving = True
     g.send(joiner)
     g.members.remove(joiner)
-    await trio.sleep(0.05)
+    with trio.fail_after(a.timeout):  # its leave answered: the epoch it bumped is the server's
+        while joiner.inflight:
+            await trio.sleep(0.005)
+    # every member heartbeats within idle_s: only then is "all at one epoch" the epoch after the leave (else the
+    # members, still at the one before, look stable and figure 3's steady heartbeats carry a stale epoch)
+    await trio.sleep(0.05 + idle_s)
     await g.until_stable(g.members, a.timeout)
     g.stopped = True
     await trio.sleep(0.2 + idle_s)  # every heartbeat answered
     if any(m.inflight for m in g.members):
         raise BenchError("heartbeats still unanswered after the driver stopped")
     return g
+
+
+def topic_counts(partitions: int) -> list[int]:
+    """The partitions spread over as few topics as the server's per-topic cap allows, as evenly as can be."""
+    k = -(-partitions // MAX_TOPIC_PARTITIONS)
+    base, extra = divmod(partitions, k)
+    return [base + (1 if i < extra else 0) for i in range(k)]
 
 
 def least_donors(counts: list[int], partitions: int) -> int:
@@ -440,8 +478,14 @@ async def server_part(a: argparse.Namespace, port: int, n: int, first: bool, out
     out[f"classic{n}"] = {"members": n, "settled_s": statistics.median(settled), "burst_s": statistics.median(burst)}
     say(f"classic {n}: last Join -> last Sync {statistics.median(burst) * 1000:.0f} ms back to back, "
         f"{statistics.median(settled) * 1000:.0f} ms settled")
+    if not first:  # figure 3 does not need them: their connections and sessions go before the KIP-848 group comes
+        await leave_all(members)
+        for m in members:
+            m.sock.close()
+        members = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(keep_classic_alive, members, 10.0)
+        if members:
+            nursery.start_soon(keep_classic_alive, members, 10.0)
         group = await join_figures(a, port, n, first, out, nursery)
         nursery.cancel_scope.cancel()
     return members, group
@@ -502,7 +546,10 @@ def report(out: dict[str, Any], sizes: list[int], command: str) -> None:
 def server_run(a: argparse.Namespace, n: int, first: bool, out: dict[str, Any]) -> None:
     work = tempfile.mkdtemp(prefix="bench-kip848-")
     server: Daemon = groupcoord(os.path.join(work, "data"), "--group-initial-rebalance-delay-ms", "0",
-                                "--group-consumer-max-size", str(n + 10), "--group-max-size", str(n + 10)).start()
+                                "--group-consumer-max-size", str(n + 10), "--group-max-size", str(n + 10),
+                                "--max-connections", str(2 * n + 2000),
+                                "--max-inflight-requests-per-connection",
+                                str(max(100, -(-n // a.connections) + 1))).start()
     try:
         server.wait_for("loaded 50 offsets partitions", 60)
         classic, group = trio.run(server_part, a, server.port, n, first, out)
