@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from .admin import handle_delete_groups, handle_describe_groups, handle_list_groups, handle_offset_delete
@@ -336,6 +336,11 @@ class Coordinator:
 
     def shard_status(self, shard_id: int) -> ShardStatus:
         return self._env.shards[shard_id].status
+
+    def shard_states(self) -> Sequence[Shard]:
+        """Every shard, by id (the list never changes; a shard changes status and contents, never identity): for
+        a hot path that reads a shard's ``status`` and ``consumer`` without two calls (read them only)."""
+        return self._env.shards
 
     def consumer_groups(self, shard_id: int) -> ConsumerGroups:
         """The shard's KIP-848 consumer groups (read them; change them only by appending and replaying)."""

@@ -44,6 +44,7 @@ from .consumer_group import records as cg_records
 from .consumer_group.model import ReplayError
 from .group import EMPTY, STABLE, Group
 from .group_configs import GroupConfigs, is_configs_key
+from .group_configs import decode_key as decode_configs_key
 from .member import Member
 from .offset_history import OffsetHistory, is_offset_history_key
 from .offset_store import OffsetStore
@@ -157,6 +158,7 @@ class Shard:
             return
         if is_configs_key(key):  # ours: a group's configs (group_configs.py)
             self.configs.replay(key, value)
+            self.consumer.touch(decode_configs_key(key))  # its KIP-848 leases end (lease.py: configs they hold)
             return
         if len(key) >= 2 and key[0] == 0 and (3 <= key[1] <= 8 or key[1] == 16):  # a consumer-group record
             record = cg_records.decode_record(key, value)

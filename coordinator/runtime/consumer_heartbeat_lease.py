@@ -62,13 +62,14 @@ class Service(Protocol):
 
 
 class HotConsumerHeartbeats:
-    __slots__ = ("_core", "_deadlines", "_leases", "_passed", "_queues", "_service", "now_ms")
+    __slots__ = ("_core", "_deadlines", "_leases", "_passed", "_queues", "_service", "_shards", "now_ms")
 
     def __init__(self, service: Service, now_ms: Callable[[], int]) -> None:
         self._service = service
         self._core = service.core
         self._queues = service._queues  # group id -> its queued operations (present: one is in flight)
         self._deadlines = service._deadlines  # the timers' key -> Deadline
+        self._shards = service.core.shard_states()  # fixed for the core's life (a shard changes, never is replaced)
         self.now_ms = now_ms
         self._leases: dict[bytes, Held] = {}  # request bytes after the correlation id -> its lease, as held
         self._passed: Passed | None = None
@@ -90,10 +91,10 @@ class HotConsumerHeartbeats:
     def _renew(self, shard: int, lease: Lease) -> bool:
         if lease.group_id in self._queues:
             return False
-        core = self._core
-        if core.shard_status(shard) is not ACTIVE:
+        state = self._shards[shard]  # read only: its status and its consumer groups, as core.shard_status says
+        if state.status is not ACTIVE:
             return False
-        at = renew(core.consumer_groups(shard), lease, self.now_ms(), self._service.catalogue())
+        at = renew(state.consumer, lease, self.now_ms(), self._service.catalogue())
         if at is None:
             return False
         deadlines = self._deadlines

@@ -190,6 +190,13 @@ class ConsumerGroups:
         value = self.group_config(group_id, HEARTBEAT_INTERVAL_KEY)
         return self.config.heartbeat_interval_ms if value is None else value
 
+    def touch(self, group_id: str) -> None:
+        """Something the group's answers depend on changed outside its records (its per-group configs): its
+        leases end, as with a write (lease.py)."""
+        if group_id in self.written:
+            self._replayed += 1
+            self.written[group_id] = self._replayed
+
     # ------------------------------------------------------------ replay
     def replay(self, record: R.Record) -> None:
         group_id = record.key.group_id

@@ -22,7 +22,8 @@ Rules:
   - the topic catalogue (``catalogue`` token: a topic created, deleted or grown may change the subscription
     metadata, which bumps the group epoch on the next heartbeat; the hot path must not hide it);
   - the group's configs (its ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``: the
-    session it re-arms and the interval it answers);
+    session it re-arms and the interval it answers): a replayed group-configs record touches ``written`` too
+    (``ConsumerGroups.touch``, called by the shard), and the server's own values never change while it runs;
   - regexes: the group's regexes are re-resolved at most every REGEX_REFRESH_MS after the latest resolution
     and only when the topic snapshot's version differs from a regex's. If, at the grant, every regex in use
     is resolved at the snapshot's version, nothing is re-resolved while the catalogue is unchanged; else the
@@ -106,8 +107,5 @@ def renew(groups: ConsumerGroups, lease: Lease, now_ms: int, catalogue: object) 
         return None
     due = lease.refresh_due_ms
     if due is not None and now_ms >= due:
-        return None
-    if (groups.session_timeout_ms(group_id) != lease.session_ms
-            or groups.heartbeat_interval_ms(group_id) != lease.interval_ms):
         return None
     return now_ms + lease.session_ms

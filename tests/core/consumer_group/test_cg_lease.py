@@ -14,6 +14,9 @@ from coordinator.core.consumer_group import records as R
 from coordinator.core.consumer_group.heartbeat import HEARTBEAT_INTERVAL_KEY, SESSION_TIMEOUT_KEY
 from coordinator.core.consumer_group.lease import Lease, grant, renew
 from coordinator.core.consumer_group.regex import REGEX_REFRESH_MS
+from coordinator.core.group_configs import encode_key as encode_configs_key
+from coordinator.core.group_configs import encode_value as encode_configs_value
+from coordinator.core.shard import Shard
 
 SESSION_MS = ConsumerGroupConfig().session_timeout_ms
 
@@ -208,9 +211,26 @@ def test_group_config_change_ends_it() -> None:
         d.cg.group_config = lambda g, k, o=overrides: o.get((g, k))  # type: ignore[misc]
         assert renew_checked(d, lease, body, c) is not None
         overrides[("g", key)] = value
+        d.cg.touch("g")  # what the shard does when it replays the group's configs record (below)
         assert renew_checked(d, lease, body, c) is None
         _, again = beat_and_grant(d, body, c)  # the next steady heartbeat leases the new values
         assert again is not None and renew_checked(d, again, body, c) is not None
+
+
+def test_a_replayed_group_configs_record_touches_the_group() -> None:
+    """The shard's replay of a group's configs record (ours, key version 1001) ends that group's leases and
+    only that group's: ``written`` moves for it, not for another group."""
+    shard = Shard(0, ConsumerGroupConfig())
+    for gid in ("g", "other"):
+        shard.replay(*R.encode_record(R.Record(R.MetadataKey(gid), R.MetadataValue(1))))
+    before = dict(shard.consumer.written)
+    shard.replay(encode_configs_key("g"), encode_configs_value({"consumer.session.timeout.ms": "60000"}))
+    assert shard.consumer.written["g"] != before["g"] and shard.consumer.written["other"] == before["other"]
+    moved = shard.consumer.written["g"]
+    shard.replay(encode_configs_key("g"), None)  # its overrides dropped: the leases end again
+    assert shard.consumer.written["g"] != moved
+    shard.replay(encode_configs_key("nobody"), encode_configs_value({"consumer.session.timeout.ms": "60000"}))
+    assert "nobody" not in shard.consumer.written  # no consumer group of that id: nothing to end
 
 
 def test_shard_reloaded_ends_it() -> None:
