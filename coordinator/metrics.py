@@ -41,6 +41,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from coordinator.core.consumer_group.model import GroupState as ConsumerGroupState
 from coordinator.core.group import GroupState
 from protocol.messages import ALL
 
@@ -53,11 +54,13 @@ def api_name(api_key: int) -> str:
 
 
 GROUP_STATES = tuple(state.value for state in GroupState)
+CONSUMER_GROUP_STATES = tuple(state.value for state in ConsumerGroupState)
 
 
 class _GroupCollector:
     def __init__(self) -> None:
         self.source: Callable[[], dict[str, int]] | None = None
+        self.consumer: Callable[[], dict[str, int]] | None = None  # KIP-848 groups by state
         self.members: Callable[[], int] | None = None
         # (committed offsets held, offsets.max.committed, commits refused by it so far)
         self.offsets: Callable[[], tuple[int, int, int]] | None = None
@@ -66,12 +69,19 @@ class _GroupCollector:
         self.expiring: Callable[[], int | None] | None = None
 
     def collect(self):  # type: ignore[no-untyped-def]
-        g = GaugeMetricFamily("groupcoord_groups", "Consumer groups by state.", labels=["state"])
+        g = GaugeMetricFamily("groupcoord_groups", "Classic-protocol groups by state.", labels=["state"])
         counts = dict.fromkeys(GROUP_STATES, 0)  # every state, 0 included: a dashboard always has a series
         counts.update(self.source() if self.source else {})
         for state, n in sorted(counts.items()):
             g.add_metric([state], n)
         yield g
+        c = GaugeMetricFamily("groupcoord_consumer_groups", "Consumer-protocol (KIP-848) groups by state.",
+                              labels=["state"])
+        counts = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
+        counts.update(self.consumer() if self.consumer else {})
+        for state, n in sorted(counts.items()):
+            c.add_metric([state], n)
+        yield c
         yield GaugeMetricFamily("groupcoord_group_members", "Members of all groups.",
                                 value=self.members() if self.members else 0)
         held, bound, refused = self.offsets() if self.offsets else (0, 0, 0)
@@ -277,6 +287,9 @@ class Metrics:
         self.rebalance_seconds = Histogram("groupcoord_rebalance_duration_seconds", "Time from a rebalance "
                                            "starting to the group becoming stable.", buckets=_LATENCY_BUCKETS,
                                            registry=r)
+        self.assignment_seconds = Histogram("groupcoord_consumer_group_assignment_seconds", "Time the server-side "
+                                            "assignor took to compute a consumer-protocol group's target "
+                                            "assignment.", buckets=_LATENCY_BUCKETS, registry=r)
         self.offset_commits = Counter("groupcoord_offset_commits", "Partition offsets committed durably.",
                                       registry=r)
         self.handed_answers = Counter("groupcoord_answers_by_fsync_child", "Answers the fsync child wrote in "

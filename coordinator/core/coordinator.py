@@ -721,9 +721,25 @@ class Coordinator:
                          g.last_rebalance_ms)
 
     def groups_by_state(self) -> dict[str, int]:
+        """Classic groups by state (a KIP-848 group's offsets holder, a memberless classic group object, is not
+        one: it counts in ``consumer_groups_by_state``)."""
         counts: dict[str, int] = {}
-        for g in self._all_groups():
-            counts[g.state.value] = counts.get(g.state.value, 0) + 1
+        for shard in self._env.shards:
+            if shard.status is not ShardStatus.ACTIVE:
+                continue
+            consumer = shard.consumer.groups
+            for g in shard.groups.values():
+                if g.group_id not in consumer:
+                    counts[g.state.value] = counts.get(g.state.value, 0) + 1
+        return counts
+
+    def consumer_groups_by_state(self) -> dict[str, int]:
+        """KIP-848 consumer groups by state (Empty, Assigning, Reconciling, Stable; O(1) each)."""
+        counts: dict[str, int] = {}
+        for shard in self._env.shards:
+            if shard.status is ShardStatus.ACTIVE:
+                for g in shard.consumer.groups.values():
+                    counts[g.state.value] = counts.get(g.state.value, 0) + 1
         return counts
 
     def member_counts(self) -> dict[str, int]:

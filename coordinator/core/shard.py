@@ -98,8 +98,10 @@ class Shard:
         self.offsets = OffsetStore()
         self.pending_commits = Counter()
         self.txn = TxnOffsets()
+        timed = self.consumer.timed
         self.consumer = ConsumerGroups(self.consumer.config, new_member_id=self.consumer.new_member_id,
                                        assignors=self.consumer.assignors)
+        self.consumer.timed = timed
         self.history = History()
         self.offset_history = OffsetHistory()
         self.configs = GroupConfigs()

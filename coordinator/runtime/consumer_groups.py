@@ -55,6 +55,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -173,6 +174,18 @@ class ConsumerGroupService:
         self._timer_changed = trio.Event()
         self.hot = HotConsumerHeartbeats(self, now_ms)
         self.hot_heartbeat = self.hot.hot  # (connection, payload) -> answer frame or None (broker.py registers it)
+        broker.metrics.groups.consumer = self.core.consumer_groups_by_state
+        assignment_seconds = broker.metrics.assignment_seconds
+
+        def timed(fn: Callable[[], object]) -> object:  # each target assignment computation, into the histogram
+            start = time.perf_counter()
+            try:
+                return fn()
+            finally:
+                assignment_seconds.observe(time.perf_counter() - start)
+
+        for state in self.core.shard_states():
+            state.consumer.timed = timed  # Shard.reset carries it over to a reloaded shard's groups
         groups.on_shard_served = self.shard_served
         groups.classic_router = self.take_classic
         groups.on_shard_unserved = self.shard_unserved

@@ -4,7 +4,9 @@ and run as batches. Every member is answered, and by heartbeating as a client do
 while it has something to reconcile) the group becomes Stable at one epoch with every partition owned exactly once.
 With a failed batched write (tests/integration/faults/sitecustomize.py, flag "consumer_group_batch_write") every
 operation of the batch is answered the mapped error and the group described after is exactly the one described
-before. Every loop is bounded in count."""
+before. The metrics show it as one Stable consumer-protocol group (groupcoord_consumer_groups), not as a classic
+group, with its target assignments timed (groupcoord_consumer_group_assignment_seconds). Every loop is bounded in
+count."""
 
 from __future__ import annotations
 
@@ -114,6 +116,12 @@ def test_a_join_storm_ends_stable_with_every_partition_owned_once(tmp_path: Path
             assert len(mine) == PARTITIONS // MEMBERS  # the uniform assignor balances them
             owned += mine
         assert len(owned) == len(set(owned)) == PARTITIONS  # every partition owned exactly once
+        # the metrics count it as a consumer-protocol group (not as a classic one) and time its assignments
+        assert srv.metric('groupcoord_consumer_groups{state="Stable"}') == 1.0
+        assert srv.metric('groupcoord_consumer_groups{state="Assigning"}') == 0.0
+        assert sum(srv.metric(f'groupcoord_groups{{state="{s}"}}') for s in ("Empty", "Stable", "Dead",
+                   "PreparingRebalance", "CompletingRebalance")) == 0.0
+        assert srv.metric("groupcoord_consumer_group_assignment_seconds_count") >= 1.0
         assert "Traceback" not in srv.log(), srv.log()[-3000:]
     finally:
         srv.stop()
