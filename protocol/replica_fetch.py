@@ -27,6 +27,7 @@ from typing import Any
 
 from protocol import codec
 from protocol.errors import ProtocolError
+from protocol.primitives import encode_uvarint as _uvarint
 
 FETCH_KEY = 1
 VERSION = 12
@@ -40,17 +41,6 @@ _RESPONSE_HEAD = struct.Struct(">iiBihi")  # size, correlation id, header tags, 
 _PART = struct.Struct(">ihqqq")
 _ABORTED = struct.Struct(">qq")
 _TAGGED = ("diverging_epoch", "current_leader", "snapshot_id")
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _cstr(s: str) -> bytes:

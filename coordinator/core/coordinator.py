@@ -317,6 +317,20 @@ class HeartbeatLease:
     error: int
 
 
+
+def _let_go(env: Env, fx: Effects, group: Group, error: Err) -> None:
+    """The classic core lets ``group`` go: its parked requests answered ``error``, its members' and its join and
+    sync timers cancelled."""
+    gid = group.group_id
+    for member in group.members.values():
+        fence_parked(env, fx, group, member, error)
+        env.timers.cancel(member_key(gid, member.member_id))
+    for member_id in group.pending_members:
+        env.timers.cancel(member_key(gid, member_id))
+    env.timers.cancel(("join", gid))
+    env.timers.cancel(("sync", gid))
+
+
 class Coordinator:
     def __init__(self, config: GroupConfig | None = None, new_id: Callable[[], str] | None = None, *,
                  consumer: ConsumerGroupConfig | None = None) -> None:
@@ -370,13 +384,7 @@ class Coordinator:
         env, fx = self._env, Effects(now_ms)
         group = env.group(group_id)
         if group is not None:
-            for member in group.members.values():
-                fence_parked(env, fx, group, member, Err.REBALANCE_IN_PROGRESS)
-                env.timers.cancel(member_key(group_id, member.member_id))
-            for member_id in group.pending_members:
-                env.timers.cancel(member_key(group_id, member_id))
-            env.timers.cancel(("join", group_id))
-            env.timers.cancel(("sync", group_id))
+            _let_go(env, fx, group, Err.REBALANCE_IN_PROGRESS)
             env.shard_of(group_id).history.open.pop(group_id, None)
             self.classic_group_replaced(group_id)
         return self._finish(fx)
@@ -688,14 +696,7 @@ class Coordinator:
         env, fx = self._env, Effects(now_ms)
         shard = env.shards[shard_id]
         for group in shard.groups.values():
-            gid = group.group_id
-            for member in group.members.values():
-                fence_parked(env, fx, group, member, Err.NOT_COORDINATOR)
-                env.timers.cancel(member_key(gid, member.member_id))
-            for member_id in group.pending_members:
-                env.timers.cancel(member_key(gid, member_id))
-            env.timers.cancel(("join", gid))
-            env.timers.cancel(("sync", gid))
+            _let_go(env, fx, group, Err.NOT_COORDINATOR)
             group.transition(DEAD, now_ms)
         env.timers.cancel(("retention", shard_id))
         shard.reset(ShardStatus.FOLLOWING if following else ShardStatus.NOT_OWNED)

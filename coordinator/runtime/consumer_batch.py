@@ -90,11 +90,11 @@ class Batch:
             groups.groups.pop(group_id, None)
         else:
             groups.groups[group_id] = self.saved_group
-        groups._replayed += 1  # no lease granted on the rolled-back state holds (lease.py)
         if self.saved_group is None:
             groups.written.pop(group_id, None)
         else:
-            groups.written[group_id] = groups._replayed
+            groups.written.setdefault(group_id, 0)
+            groups.touch(group_id)  # no lease granted on the rolled-back state holds (lease.py)
         if self.saved_ring is None:
             history.rings.pop(group_id, None)
         else:
