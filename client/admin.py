@@ -9,7 +9,9 @@ Rules:
   COORDINATOR_LOAD_IN_PROGRESS retries the same node; both after ``retry_backoff_ms``, until
   ``request_timeout_ms`` has passed, when the last error is returned (or raised for whole-request errors).
 - ListGroups asks every node and merges the answers (each node lists the groups it coordinates); from v5
-  each listing has its type ("classic" or "consumer").
+  each listing has its type ("classic" or "consumer"). A node answering COORDINATOR_LOAD_IN_PROGRESS or
+  COORDINATOR_NOT_AVAILABLE (a shard still loading) is asked again after ``retry_backoff_ms`` until
+  ``request_timeout_ms``, as Kafka's AdminClient retries them; then the error raises.
 - KIP-848 "consumer" groups are described with ConsumerGroupDescribe (69): epochs, assignor and per member
   its epoch and assignment, topic names taken from the response (TopicName) or, for a topic it leaves
   unnamed, from Metadata by topic id (v10+), else shown as the id.
@@ -287,9 +289,15 @@ class AdminClient:
         wanted = None if states is None else list(states)
         self.cluster.refresh_metadata(None)
         found: dict[str, GroupListing] = {}
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
         for node_id in sorted(self.cluster.nodes):
-            version, resp = self.cluster.connection(node_id).send(
-                LIST_GROUPS, {"states_filter": wanted or [], "types_filter": []})
+            while True:
+                version, resp = self.cluster.connection(node_id).send(
+                    LIST_GROUPS, {"states_filter": wanted or [], "types_filter": []})
+                if resp["error_code"] not in _RETRY_SAME and resp["error_code"] not in _RELOOKUP \
+                        or time.monotonic() >= deadline:
+                    break
+                time.sleep(self.retry_backoff_ms / 1000)  # a node still loading a shard: ask it again
             check(resp["error_code"])
             for g in resp["groups"]:
                 state = g.get("group_state") if version >= 4 else None
