@@ -294,8 +294,8 @@ class AdminClient:
             while True:
                 version, resp = self.cluster.connection(node_id).send(
                     LIST_GROUPS, {"states_filter": wanted or [], "types_filter": []})
-                if resp["error_code"] not in _RETRY_SAME and resp["error_code"] not in _RELOOKUP \
-                        or time.monotonic() >= deadline:
+                code = resp["error_code"]
+                if (code not in _RETRY_SAME and code not in _RELOOKUP) or time.monotonic() >= deadline:
                     break
                 time.sleep(self.retry_backoff_ms / 1000)  # a node still loading a shard: ask it again
             check(resp["error_code"])

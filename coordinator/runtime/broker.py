@@ -387,6 +387,7 @@ class Broker:
             background.start_soon(lag.run)
             if self.consumer_groups is not None:
                 background.start_soon(self.consumer_groups.timer_loop)
+                background.start_soon(self.consumer_groups.assignments.run)
             background.start_soon(self.topic_service.retention_loop,
                                 self.config["log.retention.check.interval.ms"] / 1000)
             background.start_soon(self._checkpoint_loop)

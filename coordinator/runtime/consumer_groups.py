@@ -65,12 +65,14 @@ import trio
 
 from coordinator.core.consumer_group import Deadline, HeartbeatOutcome, TopicInfo, migration
 from coordinator.core.consumer_group import records as R
-from coordinator.core.consumer_group.heartbeat import error_response
+from coordinator.core.consumer_group.heartbeat import TargetJob, error_response
+from coordinator.core.consumer_group.model import Reject
 from coordinator.core.consumer_group.regex import allow_all
 from coordinator.core.records import encode_group_key, encode_group_value
 from coordinator.core.responses import error_response as classic_error_response
 from coordinator.core.responses import join_response, leave_response
 from coordinator.core.shard import ShardStatus
+from coordinator.runtime.consumer_assignment import AssignmentWorker
 from coordinator.runtime.consumer_batch import LATER, Batch, Part
 from coordinator.runtime.consumer_heartbeat_lease import HotConsumerHeartbeats
 from coordinator.runtime.groups import now_ms
@@ -101,6 +103,10 @@ _APPEND_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
+
+class _ShardMoved(Exception):
+    """The group's shard was unloaded or reloaded while its batch waited for a worker thread (NOT_COORDINATOR)."""
+
 
 # runs one operation of a group: True: a write of its own is in flight (call _settled later); False: done or in
 # the open batch; LATER: it must run alone once the open batch settles (consumer_batch.py)
@@ -173,6 +179,7 @@ class ConsumerGroupService:
         self._seq = itertools.count()
         self._timer_changed = trio.Event()
         self.hot = HotConsumerHeartbeats(self, now_ms)
+        self.assignments = AssignmentWorker()  # big target assignments on a worker thread (consumer_assignment.py)
         self.hot_heartbeat = self.hot.hot  # (connection, payload) -> answer frame or None (broker.py registers it)
         broker.metrics.groups.consumer = self.core.consumer_groups_by_state
         assignment_seconds = broker.metrics.assignment_seconds
@@ -250,7 +257,9 @@ class ConsumerGroupService:
                     if has_record:
                         prefix.append((encode_group_key(group_id), None))
                     prefix.extend(self.core.history_tombstones(group_id))  # its rebalance history goes with it
-            batching = classic is None and self._batching(group_id)
+            # a big group's target goes through a batch even for a lone heartbeat: computed on a worker thread
+            batching = classic is None and (self._batching(group_id) or (
+                self.assignments.running and groups.assignment_weight(group_id) >= self.assignments.min_weight))
             if not upgraded:
                 if classic is not None and not classic[0] and group_id not in groups.groups:
                     if group_id in self._batches:
@@ -419,33 +428,78 @@ class ConsumerGroupService:
         return False
 
     def _abort(self, group_id: str, err: Exception) -> None:
-        batch = self._batches.pop(group_id)
+        self._abort_batch(self._batches.pop(group_id), err)
+
+    def _abort_batch(self, batch: Batch, err: Exception) -> None:
         batch.restore()
         for part in batch.parts:
             try:
                 part.settled(err)
             except Exception:
-                log.exception("consumer group %s: answering a reverted operation failed", group_id)
+                log.exception("consumer group %s: answering a reverted operation failed", batch.group_id)
 
     def _flush(self, group_id: str) -> bool:
-        """Write the group's open batch (its deferred target first); True while the write is in flight, False
-        when it was answered at once (nothing to write, or it failed before it was staged)."""
-        batch = self._batches[group_id]
-        shard = batch.shard
-        groups = batch.groups
+        """Write the group's open batch (its deferred target first); True while the write (or the target's
+        computation on a worker thread, consumer_assignment.py) is in flight, False when it was answered at once
+        (nothing to write, or it failed before it was staged)."""
+        batch = self._batches.pop(group_id)
+        job = None
         try:
-            pending = [p.outcome for p in batch.parts if p.outcome is not None and p.outcome.pending is not None]
-            if pending:
-                batch.append([R.encode_record(r) for r in groups.assign_target(group_id)])
-                now = now_ms()
-                for outcome in pending:
-                    batch.append([R.encode_record(r) for r in groups.finish(group_id, outcome, now)])
+            if any(p.outcome is not None and p.outcome.pending is not None for p in batch.parts):
+                job = batch.groups.target_job(group_id)
+            if job is not None and self.assignments.wants(job):
+                self._inflight[group_id] = batch  # describe reads the committed group meanwhile
+                self.assignments.submit(job, lambda targets, err: self._assigned(batch, job, targets, err))
+                return True
+            targets = None
+            if job is not None:
+                try:
+                    targets = job.run()
+                except Reject:  # the assignor failed: no target (the next heartbeat that computes it answers it)
+                    targets = None
+            return self._complete(batch, job, targets)
         except Exception as e:
             log.exception("consumer group %s: completing a batch failed", group_id)
-            self._abort(group_id, e)
+            self._abort_batch(batch, e)
             return False
-        del self._batches[group_id]
+
+    def _assigned(self, batch: Batch, job: TargetJob, targets: object, err: Exception | None) -> None:
+        """The batch's target, computed on a worker thread, is back (on the loop): complete and write the batch,
+        then go on with the group's queue."""
+        group_id = batch.group_id
+        self._draining.add(group_id)  # a write settled at once must not drain from inside (see _settled)
+        try:
+            try:
+                if self.core.consumer_groups(batch.shard) is not batch.groups or \
+                        self.core.shard_status(batch.shard) is not ShardStatus.ACTIVE:
+                    raise _ShardMoved(f"the offsets shard of group {group_id} moved while its target was computed")
+                if err is not None and not isinstance(err, Reject):
+                    raise err
+                in_flight = self._complete(batch, job, targets if err is None else None)
+            except Exception as e:
+                if not isinstance(e, _ShardMoved):
+                    log.exception("consumer group %s: completing a batch failed", group_id)
+                self._inflight.pop(group_id, None)
+                self._batch_done(batch, e)
+                in_flight = False
+        finally:
+            self._draining.discard(group_id)
+        if not in_flight:
+            self._settled(group_id)
+
+    def _complete(self, batch: Batch, job: TargetJob | None, targets: object) -> bool:
+        """The batch's target records (when computed) and each deferred heartbeat's reconciliation, then the write
+        (``_flush``'s answer)."""
+        group_id, shard, groups = batch.group_id, batch.shard, batch.groups
+        if job is not None:
+            if targets is not None:
+                batch.append([R.encode_record(r) for r in groups.target_records(job, targets)])  # type: ignore[arg-type]
+            now = now_ms()
+            for part in batch.parts:
+                if part.outcome is not None and part.outcome.pending is not None:
+                    batch.append([R.encode_record(r) for r in groups.finish(group_id, part.outcome, now)])
         if not batch.items:  # nothing written: every answer at once
+            self._inflight.pop(group_id, None)
             self._batch_done(batch, None)
             return False
         self._inflight[group_id] = batch

@@ -63,6 +63,8 @@ from typing import Any
 import trio
 
 from coordinator.core.consumer_group.assignors import MemberSpec, uniform
+from coordinator.core.consumer_group.heartbeat import TargetJob
+from coordinator.runtime.consumer_assignment import AssignmentWorker
 from coordinator.runtime.topics import topic_id
 from protocol import codec
 from protocol.framing import FrameReader
@@ -448,8 +450,46 @@ def assignor_figures(a: argparse.Namespace) -> dict[str, Any]:
     del left[mids[0]]
     check(uniform(left, parts), n - 1)
     leave = best_of(a.reps, lambda: uniform(left, parts))
+    stall = {mode: loop_stall(fresh_specs, parts, mode) for mode in ("inline", "worker")}
     return {"members": n, "partitions": total, "fresh_ms": fresh * 1000, "join_ms": join * 1000,
-            "leave_ms": leave * 1000}
+            "leave_ms": leave * 1000, "stall_inline_ms": stall["inline"] * 1000,
+            "stall_worker_ms": stall["worker"] * 1000}
+
+
+def loop_stall(specs: dict[str, MemberSpec], parts: dict[uuid.UUID, int], mode: str) -> float:
+    """The event loop's longest gap between 1 ms ticks while one fresh target is computed: on the loop itself
+    (``inline``) or by the server's worker (runtime/consumer_assignment.py, ``worker``)."""
+
+    async def run() -> float:
+        worker = AssignmentWorker(0)
+        job = TargetJob("bench", 1, 0, {m: {} for m in specs}, set(), specs, parts, uniform, lambda fn: fn())
+        done = trio.Event()
+        gaps: list[float] = []
+
+        async def ticker() -> None:
+            last = time.perf_counter()
+            while not done.is_set():
+                await trio.sleep(0.001)
+                now = time.perf_counter()
+                gaps.append(now - last - 0.001)
+                last = now
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(worker.run)
+            nursery.start_soon(ticker)
+            await trio.sleep(0.05)
+            gaps.clear()
+            if mode == "inline":
+                job.run()
+                done.set()
+            else:
+                worker.submit(job, lambda targets, err: done.set())
+            await done.wait()
+            await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        return max(gaps)
+
+    return min(trio.run(run) for _ in range(2))
 
 
 def best_of(n: int, fn: Callable[[], object]) -> float:
@@ -533,6 +573,9 @@ def report(out: dict[str, Any], sizes: list[int], command: str) -> None:
                         f"{u['fresh_ms']:,.0f} ms", "<= 500 ms", u["fresh_ms"] <= 500))
         rows.append(row("  one member joins / one leaves (sticky)", f"{u['join_ms']:,.0f} / {u['leave_ms']:,.0f} ms",
                         "<= 50 ms", max(u["join_ms"], u["leave_ms"]) <= 50))
+        rows.append(row("  the event loop's longest stall meanwhile: on a worker", f"{u['stall_worker_ms']:,.1f} ms",
+                        f"never long (inline: {u['stall_inline_ms']:,.0f} ms)",
+                        u["stall_worker_ms"] <= 10))
     line = "+" + "-" * 64 + "+" + "-" * 20 + "+" + "-" * 32 + "+" + "-" * 6 + "+"
     print("\n" + line)
     print(row("figure", "measured", "target", None).replace("|      |", "| ok   |"))

@@ -44,7 +44,10 @@ Rules:
   caller computes the target ONCE (``assign_target``: over the members as they are then) and completes each
   pending outcome in order (``finish``: the member reconciles to the new target as step 3 would have; its
   response and deadlines updated). Without ``defer_target`` (a lone heartbeat) a join gets its target at once.
-  The distinct subscriptions are turned into topic-id sets once per computation (``_assign``).
+  The distinct subscriptions are turned into topic-id sets once per computation (``_assign``). ``target_job`` /
+  ``TargetJob.run`` / ``target_records`` are ``assign_target`` in three steps, so that the runtime can run the
+  assignor (``run``: only the job's own immutable inputs) on a worker thread; a job's result is dropped when the
+  group was written since the job was made (``written`` changed).
 - Leases (lease.py): ``written`` numbers the latest record replayed into each group, so that a lease on a
   steady heartbeat's answer ends with any write to its group.
 - Per-group configs (Kafka 4's GroupConfig; ``group_configs.py``): a group's ``consumer.session.timeout.ms`` and
@@ -150,6 +153,41 @@ class Pending:
 
 def _call(fn: Callable[[], Any]) -> Any:
     return fn()
+
+
+def _run_assignor(assignor: Assignor, specs: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int],
+                  timed: Callable[[Callable[[], Any]], Any]) -> dict[str, Assignment]:
+    try:
+        targets = timed(lambda: assignor(specs, partitions))
+    except AssignorError as e:
+        raise Reject(Err.UNKNOWN_SERVER_ERROR, UNKNOWN_SERVER_ERROR_MESSAGE) from e
+    return {m: targets.get(m, {}) for m in specs}
+
+
+@dataclass(slots=True)
+class TargetJob:
+    """A group's target assignment to compute (``ConsumerGroups.target_job``): the assignor's inputs, made on the
+    caller's thread; ``run`` reads only them (immutable member specs, topic partition counts), so it may run on a
+    worker thread while the group waits."""
+
+    group_id: str
+    group_epoch: int
+    written: int  # ConsumerGroups.written of the group when made: its result applies only while unchanged
+    current: dict[str, Assignment]
+    had: set[str]  # members that had a target record
+    specs: dict[str, MemberSpec]
+    partitions: dict[uuid.UUID, int]
+    assignor: Assignor
+    timed: Callable[[Callable[[], Any]], Any]
+
+    @property
+    def weight(self) -> int:
+        """How much work it is, roughly: members plus the partitions they subscribe to."""
+        return len(self.specs) + sum(self.partitions.values())
+
+    def run(self) -> dict[str, Assignment]:
+        """The new targets; Reject(UNKNOWN_SERVER_ERROR) when the assignor fails."""
+        return _run_assignor(self.assignor, self.specs, self.partitions, self.timed)
 
 
 def _no_override(group_id: str, key: str) -> int | None:
@@ -413,16 +451,43 @@ class ConsumerGroups:
         epoch, members left), computed once over its members as they are now (the subscription metadata and
         regex resolutions replayed); none otherwise, or when the assignor fails (the next heartbeat that
         computes it answers the error)."""
-        group = self.groups.get(group_id)
-        if group is None or not group.members or group.group_epoch <= group.assignment_epoch:
+        job = self.target_job(group_id)
+        if job is None:
             return []
-        current = {m: group.target(m) for m in group.members}
         try:
-            targets = self._assign(group, group.members, current, group.subscription_metadata,
-                                   group.resolved_regexes, {})
+            targets = job.run()
         except Reject:
             return []
-        return self._target_records(group, targets, current, set(group.targets), group.group_epoch)
+        return self.target_records(job, targets)
+
+    def target_job(self, group_id: str) -> TargetJob | None:
+        """``assign_target`` in two steps, for a caller that runs the assignor elsewhere (a worker thread): the
+        job holds the assignor's inputs, built now; ``job.run()`` touches no state of this object (it may run
+        on another thread while the group's operations wait); ``target_records`` turns its result into records.
+        None when the group needs no new target."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members or group.group_epoch <= group.assignment_epoch:
+            return None
+        current = {m: group.target(m) for m in group.members}
+        name, specs, partitions = self._specs(group, group.members, current, group.subscription_metadata,
+                                              group.resolved_regexes, {})
+        return TargetJob(group_id, group.group_epoch, self.written.get(group_id, 0), current, set(group.targets),
+                         specs, partitions, self.assignors[name], self.timed)
+
+    def assignment_weight(self, group_id: str) -> int:
+        """``TargetJob.weight`` of the group's next target, roughly (its members, its subscribed partitions)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return 0
+        return len(group.members) + sum(t.num_partitions for t in group.subscription_metadata.values())
+
+    def target_records(self, job: TargetJob, targets: Mapping[str, Assignment]) -> list[R.Record]:
+        """The records of a job's result; none when the group was written since the job was made (its inputs
+        are stale: the next computation starts again from the state then)."""
+        group = self.groups.get(job.group_id)
+        if group is None or self.written.get(job.group_id, 0) != job.written:
+            return []
+        return self._target_records(group, targets, job.current, job.had, job.group_epoch)
 
     def finish(self, group_id: str, outcome: HeartbeatOutcome, now_ms: int) -> list[R.Record]:
         """Complete a ``pending`` outcome once the group's target is in place (``assign_target``'s records
@@ -523,6 +588,14 @@ class ConsumerGroups:
     def _assign(self, group: ConsumerGroup, members: Mapping[str, Member], current: Mapping[str, Assignment],
                 metadata: Mapping[str, R.TopicMetadata], resolved: Mapping[str, R.RegexValue],
                 replacing: Mapping[str, Member | None]) -> dict[str, Assignment]:
+        name, specs, partitions = self._specs(group, members, current, metadata, resolved, replacing)
+        return _run_assignor(self.assignors[name], specs, partitions, self.timed)
+
+    def _specs(self, group: ConsumerGroup, members: Mapping[str, Member], current: Mapping[str, Assignment],
+               metadata: Mapping[str, R.TopicMetadata], resolved: Mapping[str, R.RegexValue],
+               replacing: Mapping[str, Member | None]
+               ) -> tuple[str, dict[str, MemberSpec], dict[uuid.UUID, int]]:
+        """The assignor to use and its inputs."""
         name = group.preferred_assignor(self.config.assignors[0], self.config.assignors, replacing)
         partitions = {t.topic_id: t.num_partitions for t in metadata.values()}
         # one topic-id set per DISTINCT subscription, shared by its members (the assignor groups members by it,
@@ -536,11 +609,7 @@ class ConsumerGroups:
                 topic_ids = subscriptions[key] = frozenset(
                     metadata[n].topic_id for n in group.effective_names(m, resolved) if n in metadata)
             specs[m.member_id] = MemberSpec(topic_ids, current[m.member_id], m.instance_id)
-        try:
-            targets = self.timed(lambda: self.assignors[name](specs, partitions))
-        except AssignorError as e:
-            raise Reject(Err.UNKNOWN_SERVER_ERROR, UNKNOWN_SERVER_ERROR_MESSAGE) from e
-        return {m: targets.get(m, {}) for m in specs}
+        return name, specs, partitions
 
     # ------------------------------------------------------------ leave and fencing
     def _leave(self, req: Mapping[str, Any], topics: Mapping[str, TopicInfo], now_ms: int) -> HeartbeatOutcome:

@@ -26,7 +26,6 @@ from typing import Any
 from quixstreams import Application, message_context
 from quixstreams.kafka.producer import Producer
 
-
 SEEN: set[int] = set()  # input partitions with records counted so far (count() adds to it)
 
 

@@ -106,3 +106,37 @@ def test_copy_is_independent_and_keeps_the_counters() -> None:
     assert set(saved.members) == {"a", "b"} and saved.assignor_counts == {"range": 1}
     assert group.assignor_counts == {"range": 1, "uniform": 1}
     assert saved.preferred_assignor("uniform", ("uniform", "range")) == "range"
+
+
+def test_a_target_job_run_elsewhere_gives_the_records_assign_target_gives() -> None:
+    d = Driver()
+    d.topic("t", 6)
+    _batch_of_joins(d, ["a", "b", "c"])
+    expected = d.cg.assign_target("g")
+    job = d.cg.target_job("g")
+    assert job is not None and job.weight == 3 + 6
+    assert d.cg.target_records(job, job.run()) == expected
+    assert d.cg.assignment_weight("g") == job.weight
+
+
+def test_a_target_job_is_dropped_when_its_group_was_written_since() -> None:
+    d = Driver()
+    d.topic("t", 6)
+    _batch_of_joins(d, ["a", "b"])
+    job = d.cg.target_job("g")
+    assert job is not None
+    targets = job.run()
+    _batch_of_joins(d, ["c"])  # a write of the group after the job was made: its inputs are stale
+    assert d.cg.target_records(job, targets) == []
+    fresh = d.cg.target_job("g")
+    assert fresh is not None and set(fresh.specs) == {"a", "b", "c"}
+    assert d.cg.target_records(fresh, fresh.run()) == d.cg.assign_target("g")
+
+
+def test_no_job_for_a_group_with_its_target_in_place() -> None:
+    d = Driver()
+    d.topic("t", 2)
+    outcomes = _batch_of_joins(d, ["a"])
+    d.apply(type(outcomes[0])(None, d.cg.assign_target("g")))
+    assert d.cg.target_job("g") is None and d.cg.target_job("missing") is None
+    assert d.cg.assignment_weight("missing") == 0

@@ -65,6 +65,43 @@ if _dir:
 
     _cg.ConsumerGroupService._stage_batch = _faulty_stage_batch
 
+    # --- KIP-848 target assignments on a worker thread (tests/integration/test_consumer_assignment_worker.py) ------
+    # a flag "assignment_offload_all" present at start: every target goes to the worker thread (min weight 0);
+    # a flag "assignor_gate" holding a group id: that group's next assignor run writes "assignor_started" and
+    # waits (at most 15 s) until the gate file is removed, on whatever thread runs it
+    import time as _time
+
+    from coordinator.core.consumer_group import heartbeat as _heartbeat
+    from coordinator.runtime import consumer_assignment as _assignment
+
+    if os.path.exists(os.path.join(_dir, "assignment_offload_all")):
+        _assignment.MIN_WEIGHT = 0
+        _real_worker_init = _assignment.AssignmentWorker.__init__
+
+        def _worker_init(self, min_weight=0):  # type: ignore[no-untyped-def]
+            _real_worker_init(self, 0)
+
+        _assignment.AssignmentWorker.__init__ = _worker_init
+
+    _real_job_run = _heartbeat.TargetJob.run
+
+    def _gated_run(self):  # type: ignore[no-untyped-def]
+        gate = os.path.join(_dir, "assignor_gate")
+        try:
+            with open(gate) as f:
+                gated = f.read().strip() == self.group_id
+        except OSError:
+            gated = False
+        if gated:
+            with open(os.path.join(_dir, "assignor_started"), "w") as f:
+                f.write(self.group_id)
+            deadline = _time.monotonic() + 15
+            while os.path.exists(gate) and _time.monotonic() < deadline:
+                _time.sleep(0.01)
+        return _real_job_run(self)
+
+    _heartbeat.TargetJob.run = _gated_run
+
     # --- SIGKILL at a step of a transaction (tests/integration/test_transactions_crash.py) ---------------------
     # Each flag fires once (removed before the kill, so the restarted server, on the same TEST_FAULT_DIR, runs
     # on). What is durable at each point:
