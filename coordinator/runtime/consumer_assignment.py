@@ -48,8 +48,9 @@ class AssignmentWorker:
     def submit(self, job: TargetJob, done: Done) -> None:
         self._send.send_nowait((job, done))
 
-    async def run(self) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self.running = True
+        task_status.started()
         try:
             async with trio.open_nursery() as nursery:
                 async for job, done in self._receive:

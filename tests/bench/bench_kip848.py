@@ -475,7 +475,7 @@ def loop_stall(specs: dict[str, MemberSpec], parts: dict[uuid.UUID, int], mode: 
                 last = now
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(worker.run)
+            await nursery.start(worker.run)
             nursery.start_soon(ticker)
             await trio.sleep(0.05)
             gaps.clear()

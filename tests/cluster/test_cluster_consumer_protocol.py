@@ -73,7 +73,9 @@ class Member(threading.Thread):
 def test_a_consumer_protocol_group_goes_on_through_its_coordinators_kill(tmp_path: Path, zk_connect: str) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    nodes, _parts = three_with_topic(tmp_path, zk_connect, PARTITIONS)
+    # heartbeats every second (Kafka's default 5 s): the second member gets its half a revocation round sooner
+    nodes, _parts = three_with_topic(tmp_path, zk_connect, PARTITIONS, "--group-consumer-min-heartbeat-interval-ms",
+                                     "1000", "--group-consumer-heartbeat-interval-ms", "1000")
     members: list[Member] = []
     try:
         bootstrap = ",".join(n.bootstrap for n in nodes.values())

@@ -56,13 +56,12 @@ def test_other_groups_are_served_while_a_target_is_computed(tmp_path: Path) -> N
             held.sendall(codec.encode_request(68, 1, 7, "held", _join("held", storm.TOPIC)))
             assert _wait_for(flags / "assignor_started", 10), "the held group's assignor never ran"
             # the assignor of "held" is running (and waiting): another group joins and is answered meanwhile
-            with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as other:
-                start = time.monotonic()
+            # (computed on the loop instead, the held assignor would stall this answer until its 15 s gate times out)
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as other:
                 (answer,) = storm._exchange(other, 68, 1, [_join("other", storm.TOPIC)])
                 assert answer["error_code"] == 0 and answer["member_epoch"] == 1, answer
                 owned = sum(len(tp["partitions"]) for tp in answer["assignment"]["topic_partitions"])
                 assert owned == storm.PARTITIONS
-                assert time.monotonic() - start < 5
                 assert (flags / "assignor_gate").exists()  # the held computation is still held
             readable, _, _ = select.select([held], [], [], 0.2)
             assert not readable, "the held group was answered before its target was computed"

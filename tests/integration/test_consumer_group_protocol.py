@@ -78,7 +78,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     data: Path = tmp_path_factory.mktemp("kip848") / "data"
-    srv = ServerProcess(data).start().wait_loaded()
+    # heartbeats every second (Kafka's default 5 s): a member learns of a revocation or a freed partition sooner
+    srv = ServerProcess(data, "--group-consumer-min-heartbeat-interval-ms", "1000",
+                        "--group-consumer-heartbeat-interval-ms", "1000").start().wait_loaded()
     try:
         admin = AdminClient({"bootstrap.servers": srv.bootstrap})
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(10)

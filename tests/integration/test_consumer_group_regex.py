@@ -43,7 +43,9 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     # a fixed port: the consumer reconnects to the restarted server at the same address
-    srv = ServerProcess(tmp_path / "data", "--port", str(free_port()), listeners=True).start().wait_loaded()
+    # heartbeats every second: the refresh (10 s after the last resolution) is reached by a heartbeat soon after
+    srv = ServerProcess(tmp_path / "data", "--port", str(free_port()), "--group-consumer-min-heartbeat-interval-ms",
+                        "1000", "--group-consumer-heartbeat-interval-ms", "1000", listeners=True).start().wait_loaded()
     try:
         admin = AdminClient({"bootstrap.servers": srv.bootstrap})
         topics = {**MATCHING, OTHER: 1}

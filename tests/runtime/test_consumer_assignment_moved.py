@@ -83,8 +83,7 @@ def test_the_worker_calls_done_once_with_the_result_or_the_error() -> None:
     async def main() -> None:
         worker = AssignmentWorker(0)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(worker.run)
-            await trio.sleep(0)
+            await nursery.start(worker.run)
             assert worker.running and worker.wants(job(lambda s, p: {}))
             worker.submit(job(lambda s, p: {"m": {"t": frozenset({0})}}), lambda t, e: calls.append((t, e)))
             worker.submit(job(failing), lambda t, e: calls.append((t, e)))
