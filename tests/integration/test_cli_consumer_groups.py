@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,20 @@ pytestmark = pytest.mark.serial
 
 TOPIC = "cli848"
 GROUP = "cli-848"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """The shared fixture's server, telling consumer-protocol members 1 s heartbeats (Kafka's default 5 s): the
+    second member's partitions come a revocation round sooner."""
+    srv = ServerProcess(tmp_path / "data", "--group-min-session-timeout-ms", "1000",
+                        "--group-initial-rebalance-delay-ms", "0", "--num-partitions", "4",
+                        "--group-consumer-min-heartbeat-interval-ms", "1000",
+                        "--group-consumer-heartbeat-interval-ms", "1000").start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
 
 
 def gc(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
