@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the coordinator daemon")
     _add_config_flags(serve)
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["serve"]:
+        return _serve(parser.parse_args(argv))  # the daemon does not import the admin tools
     # clients of a running server:
     from client import acls_cli, admin_cli, cluster_cli, console_cli, retry_cli, transactions_cli
     from coordinator import audit_cli, users_cli  # read a server's data dir (users: or ask a running one)
@@ -71,30 +73,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("produce", "consume", "cluster"):  # commands that open their own connections
         return console_cli.run(args)
     if args.command == "serve":
-        try:
-            cfg = _load(args)
-        except C.ConfigError as e:
-            print(f"groupcoord: config error: {e}", file=sys.stderr)
-            return 2
-        logging.basicConfig(level=args.log_level.upper(),
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        import trio
-
-        from coordinator.runtime.server import run
-        from coordinator.storage_errors import StartupError
-
-        try:
-            trio.run(run, cfg)
-        except KeyboardInterrupt:
-            return 130
-        except BaseException as e:  # trio wraps errors from nurseries in exception groups
-            startup = _find(e, StartupError)
-            if startup is None:
-                raise
-            print(f"groupcoord: {startup}", file=sys.stderr)
-            return 2
-        return 0
+        return _serve(args)
     return 1
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run the daemon (``groupcoord serve``): 2 on a config or start-up error."""
+    try:
+        cfg = _load(args)
+    except C.ConfigError as e:
+        print(f"groupcoord: config error: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import trio
+
+    from coordinator.runtime.server import run
+    from coordinator.storage_errors import StartupError
+
+    try:
+        trio.run(run, cfg)
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as e:  # trio wraps errors from nurseries in exception groups
+        startup = _find(e, StartupError)
+        if startup is None:
+            raise
+        print(f"groupcoord: {startup}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
