@@ -20,13 +20,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from conftest import Broker  # type: ignore[import-not-found]
 
 from client import AdminClient, Consumer, ConsumerRebalanceListener, OffsetAndMetadata, TopicPartition
 from client.consumer import NoRecords
 from client.errors import CommitFailedError, KafkaError
+
+if TYPE_CHECKING:  # annotations only: imported by name, "conftest" may be another folder's (tests/integration)
+    from conftest import Broker  # type: ignore[import-not-found]
 
 REQUIRED_APIS = {10: "FindCoordinator", 11: "JoinGroup", 14: "SyncGroup", 12: "Heartbeat", 13: "LeaveGroup",
                  8: "OffsetCommit", 9: "OffsetFetch", 15: "DescribeGroups", 42: "DeleteGroups",
