@@ -184,8 +184,8 @@ def groups_history(admin: AdminClient, args: argparse.Namespace) -> int:
           f"REBALANCES {len(h.entries)} (newest first)")
     table(["GENERATION", "STARTED", "DURATION-MS", "TRIGGER", "MEMBER", "CLIENT-ID", "HOST", "REASON", "MEMBERS",
            "JOINED", "LEFT", "PROTOCOL"],
-          [(e.generation, _utc(e.start_ms), "reconciling" if e.duration_ms is None else e.duration_ms, e.trigger, e.member_id, e.client_id, e.client_host,
-            e.reason, f"{e.members_before}->{e.members_after}", _ids(e.joined), _ids(e.left), e.protocol)
+          [(e.generation, _utc(e.start_ms), "reconciling" if e.duration_ms is None else e.duration_ms, e.trigger,
+            e.member_id, e.client_id, e.client_host, e.reason, f"{e.members_before}->{e.members_after}", _ids(e.joined), _ids(e.left), e.protocol)
            for e in h.entries])
     if not h.entries and h.described_version < 5:
         print("(this coordinator sends no rebalance history: DescribeGroups below v5)")

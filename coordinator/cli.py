@@ -72,8 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         return admin_cli.run(args)
     if args.command in ("produce", "consume", "cluster"):  # commands that open their own connections
         return console_cli.run(args)
-    if args.command == "serve":
-        return _serve(args)
     return 1
 
 

@@ -317,7 +317,6 @@ class HeartbeatLease:
     error: int
 
 
-
 def _let_go(env: Env, fx: Effects, group: Group, error: Err) -> None:
     """The classic core lets ``group`` go: its parked requests answered ``error``, its members' and its join and
     sync timers cancelled."""

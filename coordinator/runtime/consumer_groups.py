@@ -257,9 +257,10 @@ class ConsumerGroupService:
                     if has_record:
                         prefix.append((encode_group_key(group_id), None))
                     prefix.extend(self.core.history_tombstones(group_id))  # its rebalance history goes with it
-            # a big group's target goes through a batch even for a lone heartbeat: computed on a worker thread
-            batching = classic is None and (self._batching(group_id) or (
-                self.assignments.running and groups.assignment_weight(group_id) >= self.assignments.min_weight))
+            batching = classic is None and self._batching(group_id)
+            # a big group's target is deferred even for a lone heartbeat: a batch computes it on a worker thread
+            deferred = batching or (classic is None and self.assignments.running
+                                    and groups.is_heavy(group_id, self.assignments.min_weight))
             if not upgraded:
                 if classic is not None and not classic[0] and group_id not in groups.groups:
                     if group_id in self._batches:
@@ -268,7 +269,7 @@ class ConsumerGroupService:
                     return False
                 now, catalogue = now_ms(), self.catalogue()
                 outcome = groups.heartbeat(body, version, now, self.topics, client_id, client_host,
-                                           may_describe, defer_target=batching)
+                                           may_describe, defer_target=deferred)
                 if passed is not None and not prefix and not outcome.records and may_describe is allow_all:
                     self.hot.granted(passed, shard, body, outcome, now, self.topics, catalogue)
 
@@ -283,8 +284,8 @@ class ConsumerGroupService:
                     self.groups.write_failures.error("consumer group %s: write failed: %s", group_id, err)
                     slot.complete(error_response(append_error(err), None))  # type: ignore[arg-type]
 
-            if batching or group_id in self._batches:
-                return self._batched(shard, group_id, prefix, outcome, settled)
+            if batching or group_id in self._batches or (deferred and outcome.pending is not None):
+                return self._batched(shard, group_id, prefix, outcome, settled)  # (a lone one: a batch of one)
             if not outcome.records:
                 self._arm(outcome.deadlines)
                 slot.complete(outcome.response)

@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from replication_fakes import Member  # type: ignore[import-not-found]
 
 from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState
 from coordinator.runtime.replication import Replication, _answer
@@ -19,16 +20,6 @@ from protocol.errors import ErrorCode
 from protocol.record_batch import build_batch
 
 TP = ("t", 0)
-
-
-class Member:
-    """What Replication reads of a ClusterMember."""
-
-    def __init__(self) -> None:
-        self.on_replicas: Any = None
-        self.on_suspended: Any = None
-        self.state_versions: dict[tuple[str, int], int] = {TP: 0}
-        self.view = ClusterView()
 
 
 def view(leader: int, isr: tuple[int, ...], epoch: int = 1) -> ClusterView:

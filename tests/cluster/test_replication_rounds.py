@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from replication_fakes import Member  # type: ignore[import-not-found]
 
 from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState
 from coordinator.runtime import replication as replication_module
@@ -26,16 +27,6 @@ from coordinator.storage.log import PartitionLog
 from protocol.record_batch import build_batch, parse_header, split_batches
 
 TP = ("t", 0)
-
-
-class Member:
-    """What Replication reads of a ClusterMember."""
-
-    def __init__(self) -> None:
-        self.on_replicas: Any = None
-        self.on_suspended: Any = None
-        self.state_versions: dict[tuple[str, int], int] = {TP: 0}
-        self.view = ClusterView()
 
 
 def view(isr: tuple[int, ...], epoch: int = 1) -> ClusterView:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from replication_fakes import Member  # type: ignore[import-not-found]
+
 from coordinator.cluster.state import BrokerInfo, ClusterView, PartitionState
 from coordinator.runtime.replication import Replication, _answer
 from coordinator.storage.log import LogConfig, PartitionLog
@@ -16,16 +18,6 @@ from protocol.record_batch import build_batch
 TP = ("t", 0)
 HOUR = 3_600_000
 NOW = 100 * HOUR
-
-
-class Member:
-    """What Replication reads of a ClusterMember."""
-
-    def __init__(self) -> None:
-        self.on_replicas: Any = None
-        self.on_suspended: Any = None
-        self.state_versions: dict[tuple[str, int], int] = {TP: 0}
-        self.view = ClusterView()
 
 
 def view(leader: int) -> ClusterView:

@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -205,3 +207,19 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
             return None
         out += chunk
     return out
+
+
+@contextmanager
+def twin_servers(base: Path, flags: Sequence[str], twin_flags: Sequence[str]
+                 ) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """Two servers on ``flags``, the second with ``twin_flags`` too (a feature on, then off: a test compares their
+    answers), both loaded (group requests before the load answer COORDINATOR_LOAD_IN_PROGRESS); both stopped
+    after."""
+    first = ServerProcess(base / "first", *flags)
+    second = ServerProcess(base / "second", *flags, *twin_flags)
+    try:
+        yield first.start().wait_loaded(), second.start().wait_loaded()
+    finally:
+        for srv in (first, second):
+            if srv.proc is not None:
+                srv.stop()

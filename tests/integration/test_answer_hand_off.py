@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import ServerProcess, read_frame  # type: ignore[import-not-found]
+from server_process import ServerProcess, read_frame, twin_servers  # type: ignore[import-not-found]
 
 from protocol import codec
 
@@ -75,15 +75,8 @@ def answers(sock: socket.socket, n: int) -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    base: Path = tmp_path_factory.mktemp("handoff")
-    on = ServerProcess(base / "on", *FLAGS)
-    off = ServerProcess(base / "off", *FLAGS, "--log-journal-fsync-process-answers", "false")
-    try:
-        yield on.start().wait_loaded(), off.start().wait_loaded()
-    finally:
-        for srv in (on, off):
-            if srv.proc is not None:
-                srv.stop()
+    with twin_servers(tmp_path_factory.mktemp("handoff"), FLAGS, ("--log-journal-fsync-process-answers", "false")) as pair:
+        yield pair
 
 
 def pipelined(srv: ServerProcess, rounds: int) -> list[bytes]:

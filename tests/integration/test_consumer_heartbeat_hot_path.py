@@ -20,11 +20,10 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from server_process import ServerProcess, read_frame  # type: ignore[import-not-found]
+from server_process import ServerProcess, read_frame, twin_servers  # type: ignore[import-not-found]
 
 from protocol import codec
 
@@ -145,15 +144,8 @@ def describe_members(port: int, group: str) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    base: Path = tmp_path_factory.mktemp("hot-cg")
-    hot = ServerProcess(base / "hot", *FLAGS)
-    cold = ServerProcess(base / "cold", *FLAGS, "--hot-path-enable", "false")
-    try:
-        yield hot.start().wait_loaded(), cold.start().wait_loaded()
-    finally:
-        for srv in (hot, cold):
-            if srv.proc is not None:
-                srv.stop()
+    with twin_servers(tmp_path_factory.mktemp("hot-cg"), FLAGS, ("--hot-path-enable", "false")) as pair:
+        yield pair
 
 
 def test_steady_member_on_the_hot_path_keeps_its_session(servers: tuple[ServerProcess, ServerProcess]) -> None:

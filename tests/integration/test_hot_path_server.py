@@ -18,11 +18,10 @@ import itertools
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from server_process import ServerProcess, read_frame  # type: ignore[import-not-found]
+from server_process import ServerProcess, read_frame, twin_servers  # type: ignore[import-not-found]
 
 from protocol import codec
 
@@ -152,16 +151,8 @@ def heartbeats_counted(srv: ServerProcess) -> float:
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    base: Path = tmp_path_factory.mktemp("hot")
-    hot = ServerProcess(base / "hot", *FLAGS)
-    cold = ServerProcess(base / "cold", *FLAGS, "--hot-path-enable", "false")
-    try:
-        # group requests before the load answer COORDINATOR_LOAD_IN_PROGRESS (a flaky first JoinGroup)
-        yield hot.start().wait_loaded(), cold.start().wait_loaded()
-    finally:
-        for srv in (hot, cold):
-            if srv.proc is not None:
-                srv.stop()
+    with twin_servers(tmp_path_factory.mktemp("hot"), FLAGS, ("--hot-path-enable", "false")) as pair:
+        yield pair
 
 
 def test_hot_and_generic_servers_answer_a_heartbeat_batch_identically(servers) -> None:

@@ -90,10 +90,12 @@ def test_the_worker_calls_done_once_with_the_result_or_the_error() -> None:
             with trio.fail_after(10):
                 while len(calls) < 2:
                     await trio.sleep(0.01)
+            await trio.sleep(0.05)  # a second call of either done would come by now
             nursery.cancel_scope.cancel()
         assert not worker.running
 
     trio.run(main)
+    assert len(calls) == 2  # once per job
     results = sorted(calls, key=lambda c: c[1] is not None)
     assert results[0] == ({"m": {"t": frozenset({0})}}, None)
     assert results[1][0] is None and isinstance(results[1][1], Reject)

@@ -16,10 +16,11 @@ Replay rules (Kafka's GroupMetadataManager.replay):
   epoch. The Metadata tombstone (deleting the group) is applied by ``ConsumerGroups``: it needs no member,
   no target and an assignment epoch of -1.
 Derived (each kept in step by replay, and copied by ``copy``): ``assignor_counts`` (server assignor -> members
-naming it: ``preferred_assignor`` in O(1)), ``state`` (model.GroupState; O(1): ``unreconciled`` counts the members not reconciled to the assignment
-epoch, kept in step by every replay that changes a member or the assignment epoch), ``regex_members`` (regex -> member count), ``subscribed_topic_names``
-(name -> member count) over each member's EFFECTIVE subscription: its names and the topics its regex
-resolves to (nothing while unresolved), kept in step by member and regex replays alike.
+naming it: ``preferred_assignor`` in O(1)), ``state`` (model.GroupState; O(1): ``unreconciled`` counts the
+members not reconciled to the assignment epoch, kept in step by every replay that changes a member or the
+assignment epoch), ``regex_members`` (regex -> member count), ``subscribed_topic_names`` (name -> member count)
+over each member's EFFECTIVE subscription: its names and the topics its regex resolves to (nothing while
+unresolved), kept in step by member and regex replays alike.
 """
 
 from __future__ import annotations

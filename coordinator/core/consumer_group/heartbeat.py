@@ -474,12 +474,18 @@ class ConsumerGroups:
         return TargetJob(group_id, group.group_epoch, self.written.get(group_id, 0), current, set(group.targets),
                          specs, partitions, self.assignors[name], self.timed)
 
-    def assignment_weight(self, group_id: str) -> int:
-        """``TargetJob.weight`` of the group's next target, roughly (its members, its subscribed partitions)."""
+    def is_heavy(self, group_id: str, min_weight: int) -> bool:
+        """Whether the group's next target would weigh at least ``min_weight`` (``TargetJob.weight``: its members
+        plus its subscribed partitions, as they stand); the sum stops once it is reached. No group weighs 0."""
         group = self.groups.get(group_id)
         if group is None:
-            return 0
-        return len(group.members) + sum(t.num_partitions for t in group.subscription_metadata.values())
+            return min_weight <= 0
+        weight = len(group.members)
+        for t in group.subscription_metadata.values():
+            if weight >= min_weight:
+                break
+            weight += t.num_partitions
+        return weight >= min_weight
 
     def target_records(self, job: TargetJob, targets: Mapping[str, Assignment]) -> list[R.Record]:
         """The records of a job's result; none when the group was written since the job was made (its inputs

@@ -116,7 +116,8 @@ def test_a_target_job_run_elsewhere_gives_the_records_assign_target_gives() -> N
     job = d.cg.target_job("g")
     assert job is not None and job.weight == 3 + 6
     assert d.cg.target_records(job, job.run()) == expected
-    assert d.cg.assignment_weight("g") == job.weight
+    assert d.cg.is_heavy("g", job.weight) and not d.cg.is_heavy("g", job.weight + 1)
+    assert d.cg.is_heavy("g", 3)  # the members alone reach it
 
 
 def test_a_target_job_is_dropped_when_its_group_was_written_since() -> None:
@@ -139,4 +140,4 @@ def test_no_job_for_a_group_with_its_target_in_place() -> None:
     outcomes = _batch_of_joins(d, ["a"])
     d.apply(type(outcomes[0])(None, d.cg.assign_target("g")))
     assert d.cg.target_job("g") is None and d.cg.target_job("missing") is None
-    assert d.cg.assignment_weight("missing") == 0
+    assert not d.cg.is_heavy("missing", 1) and d.cg.is_heavy("missing", 0)
