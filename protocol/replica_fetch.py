@@ -18,6 +18,13 @@ Rules:
   ``snapshot_id`` are read past and left None: replication does not use them; aborted transactions are
   kept). Like the generic codec it refuses a string, bytes or array that claims more than the bytes left, a
   null where none may be, and a varint longer than 5 bytes: ``ProtocolError``.
+- ``decode_request`` is the leader's hot decoder for Fetch v12 request payloads (size prefix removed): it
+  returns the ``Request`` that ``codec.decode_request`` returns, header and body equal key for key (lists,
+  str, ``cluster_id`` None), for every payload whose tagged-field sections (header, body, topic, partition,
+  forgotten topic) are all empty. Anything else is None and goes to the generic codec, which decodes it or
+  raises its own error: another api key or version, a tagged field (``cluster_id`` set), a null where none
+  may be, a truncated or malformed field, invalid UTF-8, a varint longer than 5 bytes. It never raises;
+  trailing bytes are ignored, as the generic codec ignores them.
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ import struct
 from typing import Any
 
 from protocol import codec
+from protocol.codec import Request
 from protocol.errors import ProtocolError
+from protocol.headers import RequestHeader
 from protocol.primitives import encode_uvarint as _uvarint
 
 FETCH_KEY = 1
@@ -37,6 +46,7 @@ _I32 = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">ihhi")  # size, api key, version, correlation id
 _REQUEST_FIXED = struct.Struct(">iiiibii")  # replica, max wait, min bytes, max bytes, isolation, session, epoch
 _REQUEST_PART = struct.Struct(">iiqiqi")
+_REQUEST_IDS = struct.Struct(">hhih")  # api key, version, correlation id, client id length
 _RESPONSE_HEAD = struct.Struct(">iiBihi")  # size, correlation id, header tags, throttle, error, session
 _PART = struct.Struct(">ihqqq")
 _ABORTED = struct.Struct(">qq")
@@ -79,6 +89,125 @@ def encode_request(correlation_id: int, client_id: str, body: dict[str, Any]) ->
     size = sum(map(len, out)) + 8
     out[0] = _REQUEST_HEAD.pack(size, FETCH_KEY, VERSION, correlation_id)
     return b"".join(out)
+
+
+# ------------------------------------------------------------------ the leader's decoding of it
+def decode_request(payload: bytes) -> Request | None:
+    """The generic codec's ``Request`` for a Fetch v12 request payload, or None (see the module rules)."""
+    try:
+        return _decode_request(payload)
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError, OverflowError, ProtocolError):
+        return None
+
+
+def _decode_request(data: bytes) -> Request | None:
+    size = len(data)
+    if size < 10:
+        return None
+    api_key, version, corr, k = _REQUEST_IDS.unpack_from(data, 0)
+    if api_key != FETCH_KEY or version != VERSION or k < -1:
+        return None
+    if k < 0:
+        client_id = None
+        pos = 10
+    else:
+        pos = 10 + k
+        if pos > size:
+            return None
+        client_id = data[10:pos].decode("utf-8")
+    if data[pos]:
+        return None  # header tagged fields
+    replica, max_wait, min_bytes, max_bytes, isolation, session, epoch = _REQUEST_FIXED.unpack_from(data, pos + 1)
+    pos += 26
+    n = data[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = _varint(data, pos)
+    n -= 1
+    if n < 0 or n * 3 > size - pos:
+        return None  # null topics (not nullable) or more than the bytes left
+    unpack = _REQUEST_PART.unpack_from
+    topics = []
+    for _ in range(n):
+        k = data[pos]
+        if k < 0x80:
+            pos += 1
+        else:
+            k, pos = _varint(data, pos)
+        end = pos + k - 1
+        if k == 0 or end > size:
+            return None
+        topic = data[pos:end].decode("utf-8")
+        m = data[end]
+        if m < 0x80:
+            pos = end + 1
+        else:
+            m, pos = _varint(data, end)
+        m -= 1
+        if m < 0 or m * 33 > size - pos:
+            return None
+        parts = []
+        for _ in range(m):
+            index, leader_epoch, offset, last_epoch, start, max_part = unpack(data, pos)
+            if data[pos + 32]:
+                return None  # partition tagged fields
+            pos += 33
+            parts.append({"partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
+                          "last_fetched_epoch": last_epoch, "log_start_offset": start,
+                          "partition_max_bytes": max_part})
+        if data[pos]:
+            return None  # topic tagged fields
+        pos += 1
+        topics.append({"topic": topic, "partitions": parts})
+    n = data[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = _varint(data, pos)
+    n -= 1
+    if n < 0 or n * 3 > size - pos:
+        return None
+    forgotten = []
+    for _ in range(n):
+        k = data[pos]
+        if k < 0x80:
+            pos += 1
+        else:
+            k, pos = _varint(data, pos)
+        end = pos + k - 1
+        if k == 0 or end > size:
+            return None
+        topic = data[pos:end].decode("utf-8")
+        m = data[end]
+        if m < 0x80:
+            pos = end + 1
+        else:
+            m, pos = _varint(data, end)
+        m -= 1
+        if m < 0 or m * 4 > size - pos:
+            return None
+        ids = list(struct.unpack_from(f">{m}i", data, pos))
+        pos += 4 * m
+        if data[pos]:
+            return None  # forgotten topic tagged fields
+        pos += 1
+        forgotten.append({"topic": topic, "partitions": ids})
+    k = data[pos]
+    if k < 0x80:
+        pos += 1
+    else:
+        k, pos = _varint(data, pos)
+    end = pos + k - 1
+    if k == 0 or end > size:
+        return None  # null rack_id (not nullable)
+    rack = data[pos:end].decode("utf-8")
+    if data[end]:
+        return None  # body tagged fields (cluster_id)
+    return Request(RequestHeader(FETCH_KEY, VERSION, corr, client_id),
+                   {"replica_id": replica, "max_wait_ms": max_wait, "min_bytes": min_bytes, "max_bytes": max_bytes,
+                    "isolation_level": isolation, "session_id": session, "session_epoch": epoch, "topics": topics,
+                    "forgotten_topics_data": forgotten, "rack_id": rack, "cluster_id": None})
 
 
 # ------------------------------------------------------------------ the leader's answer

@@ -47,6 +47,9 @@ class SessionPartition:
     max_bytes: int
     sent_hw: int = -1  # what this session was last answered (-1: never, or an error since)
     sent_log_start: int = -1
+    # the session's latest fetch passed over it: nothing had moved since its progress was noted, and the
+    # follower was caught up then (the leader's ``_serve_fetch`` sets and settles it)
+    skipped: bool = False
 
 
 @dataclass(slots=True)
@@ -55,6 +58,7 @@ class Session:
     replica: int
     epoch: int  # the epoch the next incremental request must carry
     parts: dict[TopicPartition, SessionPartition] = field(default_factory=dict)
+    fetched_ms: int = 0  # when its latest fetch arrived (wall clock; the leader's ``_serve_fetch`` sets it)
 
 
 @dataclass(slots=True)
@@ -92,6 +96,11 @@ class FetchSessions:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def of_replica(self, replica: int) -> Session | None:
+        """The session a replica fetches in now, if any."""
+        sid = self._by_replica.get(replica)
+        return self._sessions.get(sid) if sid is not None else None
 
     def context(self, replica: int, session_id: int, epoch: int, listed: Listed, forgotten: Iterable[TopicPartition],
                 known: Callable[[TopicPartition], bool]) -> FetchContext:

@@ -6,6 +6,8 @@ Rules (Kafka's ``Partition``/``Replica``, with durable replication):
   up at a fetch whose offset reaches the leader's end at that fetch, or at the previous fetch's time when it
   reaches the leader's end as it was then (``Replica.updateFetchState``); it tells whether the follower's
   durable end moved (only then can its fetch move the high watermark).
+  ``note_idle_fetch`` records a fetch the leader passed over (nothing had moved: the follower's offset was
+  the one noted and the leader's end): caught up at that time, as ``on_fetch`` would have said.
 - The high watermark is the least durable end over the ISR, the leader's own durable end included, taken
   over the ISR and any pending expansion (Kafka's "maximal ISR", so a replica being added never lags the
   high watermark); it never moves back while this node leads.
@@ -65,6 +67,17 @@ class LeaderReplicaState:
         f.last_fetch_leader_end = leader_end
         f.last_fetch_ms = now_ms
         return moved
+
+    def note_idle_fetch(self, follower: int, at_ms: int) -> None:
+        """The follower fetched at ``at_ms`` with nothing new here: its fetch offset was the one last noted and
+        the leader's end (the leader passed over the partition instead of calling ``on_fetch``): it was caught
+        up then, at a leader end equal to its own."""
+        f = self.followers.get(follower)
+        if f is None or at_ms <= f.last_fetch_ms:
+            return
+        f.caught_up_ms = max(f.caught_up_ms, at_ms)
+        f.last_fetch_ms = at_ms
+        f.last_fetch_leader_end = f.log_end
 
     # ---------------------------------------------------------------- high watermark
     def advance(self, leader_durable_end: int) -> bool:

@@ -61,6 +61,7 @@ from protocol.errors import ErrorCode, ProtocolError
 from protocol.hotpath import decode_offset_commit
 from protocol.messages import ALL
 from protocol.primitives import ZERO_UUID
+from protocol.replica_fetch import decode_request as decode_fetch_v12
 
 if TYPE_CHECKING:
     from coordinator.cluster.member import ClusterMember
@@ -217,6 +218,7 @@ class Broker:
                 if self.consumer_groups is not None:  # steady ConsumerGroupHeartbeats (consumer_heartbeat_lease.py)
                     self.hot_per_connection[68] = self.consumer_groups.hot_heartbeat
             self.hot_decoders[8] = decode_offset_commit  # a decoder only: the request still meets the checks
+            self.hot_decoders[1] = decode_fetch_v12  # followers' fetches (and any other Fetch v12 without tags)
         self.handlers.update({0: ts.handle_produce, 1: ts.handle_fetch, 2: ts.handle_list_offsets,
                               19: ts.handle_create_topics, 20: ts.handle_delete_topics,
                               37: ts.handle_create_partitions})

@@ -15,14 +15,19 @@ Rules (Apache Kafka's ZooKeeper-era ``ReplicaManager``/``Partition``, with durab
   (``replica_state``), data sent up to the leader's log end (as Kafka: followers fsync while the leader
   does; the high watermark still waits for the leader's own fsync), and the high watermark returned. A
   fetch with nothing to send waits (``max_wait_ms``) until something is appended (``notify_append``); a
-  wake-up serves only the session's partitions with records past their fetch offset (Kafka's DelayedFetch:
-  progress was noted when the fetch arrived; a high watermark that moved meanwhile goes with the next answer).
-  Every partition of the session is served at each fetch, cheaply (issue #35): an answer entry is built only
-  for a partition that goes in the answer, and the high watermark is recomputed only when the follower's
-  durable end moved or the leader's own durable end is past it; nothing else it depends on changes without
-  recomputing it itself (``notify_local``, ``_write_isr``, and ``on_view``, also for an ISR changed at the
-  same leader epoch). Answers are encoded by ``protocol.replica_fetch`` (Fetch v12; other versions and
-  shapes by the generic codec).
+  wake-up serves only the session's partitions with records past their fetch offset, and with them those
+  whose high watermark moved since last answered (Kafka's DelayedFetch: progress was noted when the fetch
+  arrived).
+  Every partition of the session is served at each fetch, cheaply (issue #35): one where nothing moved (the
+  follower's offset the one noted, the leader's end, the high watermark and the last answered one; the
+  follower in the ISR) is passed over and marked: the follower was caught up at that fetch, which is noted
+  in its progress before the partition is next served and at each ISR check, so the caught-up clock reads as
+  if every fetch had been noted. Otherwise an answer entry is built only for a partition that goes in the
+  answer, and the high watermark is recomputed only when the follower's durable end moved or the leader's own
+  durable end is past it; nothing else it depends on changes without recomputing it itself
+  (``notify_local``, ``_write_isr``, and ``on_view``, also for an ISR changed at the same leader epoch).
+  Answers are encoded by ``protocol.replica_fetch`` (Fetch v12; other versions and shapes by the generic
+  codec), and requests decoded by it (the broker's hot decoder for Fetch v12).
 - High watermark: the least durable end over the ISR (``replica_state.LeaderReplicaState.advance``), moved
   on every follower fetch and every local fsync the services report (``when_replicated``/``notify_local``).
   Consumers (Fetch replica_id -1) read below it, and retention deletes no segment above it
@@ -343,6 +348,7 @@ class Replication:
                 plog = self.logs.get(tp)
                 if plog is None or tp in self.fenced:
                     continue
+                self._settle_idle(tp, st)
                 for r in st.isr:
                     f = st.followers.get(r)
                     silent = now - max(f.last_fetch_ms, st.now_ms) if f is not None else 0
@@ -525,8 +531,8 @@ class Replication:
         """Something was appended to a led log: waiting follower fetches look again (once per wake-up: the
         group commit calls this once per round that appended, produce once per request), on the caller's turn:
         each is answered if a partition of it has records past its fetch offset (Kafka's DelayedFetch: the
-        followers' progress was noted when the fetch arrived; in a session the answer lists only those
-        partitions, a high watermark that moved meanwhile goes with the next answer)."""
+        followers' progress was noted when the fetch arrived; in a session the answer lists those partitions
+        and those whose high watermark moved since last answered: ``_with_news``)."""
         if not self._parked:
             return
         parked, self._parked = self._parked, []  # a callback of a release below may park or notify again
@@ -612,7 +618,7 @@ class Replication:
             slot.complete({"throttle_time_ms": 0, "error_code": ctx.error, "session_id": 0, "responses": []})
             return
         budget = body.get("max_bytes", 0x7FFFFFFF)
-        served, size, error = self._serve_fetch(body["replica_id"], ctx, budget)
+        served, size, error = self._serve_fetch(body["replica_id"], ctx, budget, arrival=True)
         if size or error or body["max_wait_ms"] <= 0:
             slot.complete(_answer(ctx, served), encode_response)
             return
@@ -650,31 +656,52 @@ class Replication:
 
     def _with_news(self, ctx: FetchContext) -> dict[TopicPartition, SessionPartition]:
         """The partitions of a waiting fetch to serve at a wake-up: in a session, those whose log has records
-        past the fetch offset (or is gone: its error); sessionless, all (its answer lists every one)."""
+        past the fetch offset (or is gone: its error), and when there is any, also those whose high watermark
+        moved since they were last answered (the answer goes out now: it tells them too, so the next fetch
+        can pass them over); sessionless, all (its answer lists every one)."""
         if ctx.session is None:
             return ctx.parts
-        logs = self.logs
+        logs, leaders = self.logs, self.leaders
         news = {}
+        moved = []
         for tp, part in ctx.parts.items():
             plog = logs.get(tp)
             if plog is None or plog.log_end_offset > part.fetch_offset:
                 news[tp] = part
+            else:
+                st = leaders.get(tp)
+                if st is not None and st.high_watermark != part.sent_hw:
+                    moved.append((tp, part))
+        if news and moved:
+            news.update(moved)
         return news
 
     def _serve_fetch(self, replica: int, ctx: FetchContext, budget: int,
-                     parts: dict[TopicPartition, SessionPartition] | None = None
+                     parts: dict[TopicPartition, SessionPartition] | None = None, arrival: bool = False
                      ) -> tuple[list[tuple[TopicPartition, SessionPartition, dict[str, Any]]], int, bool]:
         """Every partition of the fetch (or of ``parts``) served (follower progress noted, the high watermark
         moved, records read up to the log end): (partition, its session entry, its answer) for each that
         belongs in the answer (in a session, one with nothing new is left out here), the bytes read, any error.
-        Runs for every partition of a session at every follower fetch: an answer entry is built only for a
-        partition that goes in the answer, and the high watermark is recomputed only when this follower's
-        durable end moved or the leader's own is past it (nothing else it depends on changed since the last
-        time: ``notify_local``, ISR writes and views recompute it themselves)."""
+        ``arrival``: the fetch has just arrived (else a waiting fetch is served again).
+        Runs for every partition of a session at every follower fetch, so the common case is cheap:
+        - In a session, a partition where nothing moved (the follower's offset is the one noted, the leader's
+          end, the high watermark and what it was last answered; the same log start; the follower in the ISR)
+          is passed over, marked ``skipped``: the follower was caught up at this fetch. That is noted
+          (``note_idle_fetch``, at the session's ``fetched_ms``) before the partition is next served, and by
+          the ISR check (``_settle_idle``), so the caught-up clock reads as if every fetch had been noted.
+        - Otherwise an answer entry is built only for a partition that goes in the answer, and the high
+          watermark is recomputed only when this follower's durable end moved or the leader's own is past it
+          (nothing else it depends on changed since the last time: ``notify_local``, ISR writes and views
+          recompute it themselves)."""
         now = _now_ms()
         total, any_error = 0, False
         out: list[tuple[TopicPartition, SessionPartition, dict[str, Any]]] = []
         session = ctx.session
+        idle_ms = 0  # when a partition marked skipped was passed over (the follower caught up then)
+        if session is not None:
+            idle_ms = session.fetched_ms
+            if arrival:
+                session.fetched_ms = now
         leaders, logs, fenced = self.leaders, self.logs, self.fenced
         for tp, part in (ctx.parts if parts is None else parts).items():
             st = leaders.get(tp)
@@ -690,6 +717,15 @@ class Replication:
             offset = part.fetch_offset
             leader_end = plog.log_end_offset  # followers fetch all it has; the HW waits for its own fsync
             log_start = plog.log_start_offset
+            if session is not None:
+                hw = st.high_watermark
+                if offset == leader_end == hw == part.sent_hw and log_start == part.sent_log_start and \
+                        st.followers[replica].log_end == offset and replica in st.isr:
+                    part.skipped = True  # nothing moved: caught up at this fetch (settled later)
+                    continue
+                if part.skipped:
+                    st.note_idle_fetch(replica, idle_ms)
+                    part.skipped = False
             if offset < log_start or offset > leader_end:
                 res = empty_partition(tp[1])
                 res.update(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=st.high_watermark,
@@ -724,6 +760,17 @@ class Replication:
             total += len(data)
             budget -= len(data)
         return out, total, any_error
+
+    def _settle_idle(self, tp: TopicPartition, st: LeaderReplicaState) -> None:
+        """Note the fetches that passed over a led partition (``_serve_fetch``) in its followers' progress."""
+        for r in st.followers:
+            session = self.sessions.of_replica(r)
+            if session is None:
+                continue
+            part = session.parts.get(tp)
+            if part is not None and part.skipped:
+                st.note_idle_fetch(r, session.fetched_ms)
+                part.skipped = False
 
     def _fence(self, tp: TopicPartition, st: LeaderReplicaState | None, epoch: int) -> int:
         if st is None or tp in self.fenced:

@@ -8,6 +8,10 @@ header walk (coordinator/runtime/replica_fetcher.py ``_brings_new_epoch``).
   change), with no fetch needed.
 - A partition of a session that the incremental request does not list still has its follower's fetch noted
   (the caught-up clock that the ISR shrink reads).
+- A session partition where nothing moved is passed over (no answer entry, no progress call), and the fetch
+  still counts as caught up: noted before the partition is next served (a write wakes the waiting fetch) and
+  at the ISR check. So a partition idle for longer than ``replica.lag.time.max.ms`` does not lose its
+  followers from the ISR when a write comes, while a follower that stops fetching still leaves it.
 - ``_brings_new_epoch`` answers as the batch split it replaces, on whole, partial and malformed input."""
 
 from __future__ import annotations
@@ -101,6 +105,94 @@ async def test_an_unlisted_session_partition_still_has_its_fetch_noted(tmp_path:
     assert TP in ctx.parts
     _answer(ctx, rep._serve_fetch(2, ctx, 1 << 20)[0])
     assert (progress.last_fetch_ms, progress.caught_up_ms) == (t0 + 5_000, t0 + 5_000)
+
+
+class _Clock:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ms = int(time.time() * 1000) + 60_000  # past the caught-up time the leadership began with
+        monkeypatch.setattr(replication_module, "_now_ms", lambda: self.ms)
+
+
+def _settled(tmp_path: Path) -> tuple[Replication, PartitionLog, dict[int, Any]]:
+    """Leader 1 of TP with ISR (1, 2, 3); both followers fetched everything in a session each: the high
+    watermark is the log end and was answered to both. Returns the sessions' fetch contexts by replica."""
+    rep, plog, _ = setup(tmp_path)
+    end = append(plog, 2)
+    plog.flush()
+    ctxs = {}
+    for r in (2, 3):
+        ctxs[r] = rep.sessions.context(r, 0, 0, [(TP, end, 1, 1 << 20)], [], rep.logs.__contains__)
+        _answer(ctxs[r], rep._serve_fetch(r, ctxs[r], 1 << 20, arrival=True)[0])
+    for r in (2, 3):  # the high watermark moved at 3's fetch: 2 learns it at its next one
+        ctxs[r] = _incremental(rep, ctxs[r])
+        _answer(ctxs[r], rep._serve_fetch(r, ctxs[r], 1 << 20, arrival=True)[0])
+    assert rep.high_watermark("t", 0) == end
+    return rep, plog, ctxs
+
+
+def _incremental(rep: Replication, ctx: Any, listed: list[Any] | None = None) -> Any:
+    session = ctx.session
+    return rep.sessions.context(session.replica, session.session_id, session.epoch, listed or [], [],
+                                rep.logs.__contains__)
+
+
+async def test_an_idle_session_partition_is_passed_over_and_its_fetch_still_counts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock(monkeypatch)
+    rep, plog, ctxs = _settled(tmp_path)
+    progress = rep.leaders[TP].followers[2]
+    noted = progress.last_fetch_ms
+    clock.ms += 5_000
+    ctxs[2] = _incremental(rep, ctxs[2])
+    served, size, error = rep._serve_fetch(2, ctxs[2], 1 << 20, arrival=True)
+    assert (served, size, error) == ([], 0, False)  # passed over: nothing to answer
+    assert progress.last_fetch_ms == noted and ctxs[2].parts[TP].skipped
+    rep._settle_idle(TP, rep.leaders[TP])  # the ISR check notes it
+    assert (progress.last_fetch_ms, progress.caught_up_ms) == (clock.ms, clock.ms)
+    assert not ctxs[2].parts[TP].skipped
+
+
+async def test_a_partition_idle_past_the_lag_limit_keeps_its_followers_when_a_write_comes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock(monkeypatch)
+    rep, plog, ctxs = _settled(tmp_path)
+    st = rep.leaders[TP]
+    for _ in range(130):  # 65 s of fetches every 500 ms with nothing new: each passed over
+        clock.ms += 500
+        for r in (2, 3):
+            ctxs[r] = _incremental(rep, ctxs[r])
+            assert rep._serve_fetch(r, ctxs[r], 1 << 20, arrival=True)[0] == []
+    # a write comes; 2's waiting fetch is served again (records now) and 3 has not fetched since: the ISR
+    # check right after must see both caught up at their last fetch, 1 ms ago
+    clock.ms += 1
+    end = append(plog)
+    news = rep._with_news(ctxs[2])
+    served = rep._serve_fetch(2, ctxs[2], 1 << 20, news)[0]
+    assert [tp for tp, _, res in served if res["records"]] == [TP]
+    rep._settle_idle(TP, st)
+    assert st.isr_change(end, clock.ms, 30_000) is None
+    assert {r: st.followers[r].caught_up_ms for r in (2, 3)} == {2: clock.ms - 1, 3: clock.ms - 1}
+
+
+async def test_a_follower_that_stops_fetching_still_leaves_the_isr(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = _Clock(monkeypatch)
+    rep, plog, ctxs = _settled(tmp_path)
+    st = rep.leaders[TP]
+    clock.ms += 500
+    for r in (2, 3):  # one idle fetch each, passed over; then 3 stops
+        ctxs[r] = _incremental(rep, ctxs[r])
+        rep._serve_fetch(r, ctxs[r], 1 << 20, arrival=True)
+    last = clock.ms
+    end = append(plog)
+    plog.flush()
+    for _ in range(70):  # 2 goes on fetching (and has everything) for 35 s
+        clock.ms += 500
+        ctxs[2] = _incremental(rep, ctxs[2], [(TP, end, 1, 1 << 20)])
+        _answer(ctxs[2], rep._serve_fetch(2, ctxs[2], 1 << 20, arrival=True)[0])
+    rep._settle_idle(TP, st)
+    assert st.followers[3].caught_up_ms == last
+    assert st.isr_change(end, clock.ms, 30_000) == (1, 2)
 
 
 def _reference(latest_epoch: int, data: bytes) -> bool:
