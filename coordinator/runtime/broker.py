@@ -196,6 +196,9 @@ class Broker:
                                   self.config["log.journal.checkpoint.bytes"], self._fsync_child(),
                                   # cluster mode: a commit is answered once replicated, never by the fsync child
                                   hand_off=self.config["log.journal.fsync.process.answers"] and self.cluster is None)
+        # cluster mode: the child's answer only wakes this node up for a round whose acknowledgements wait for the
+        # followers anyway; while the journal's fsyncs are fast, rounds fsync it on the event loop (group_commit)
+        self.commit.sync_rounds_here = self.cluster is not None
         self.groups = GroupService(self, self.logs, self.commit)
         self.topic_service = ts = TopicService(self, self.logs, self.commit)
         if self.cluster is not None:  # cluster mode (#20): user topics follow ZooKeeper

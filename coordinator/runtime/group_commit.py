@@ -51,9 +51,18 @@ Rules:
 - Cluster mode: ``append_replicated`` takes a follower's appends (the leader's batches verbatim, each also a
   journal entry, one journal write per call) and kicks a round without linger; the follower waits with
   ``when_durable``, so its fetch offset passes them only after the journal fsync, shared with this node's
-  own commits. A cluster leader's staged batch is journaled with its leader epoch stamped, as the log has it.
-  ``on_appended`` (set by replication) is called once per round that appended staged writes, so follower
-  fetches waiting at this leader look again once per round, not once per write.
+  own commits. While journal fsyncs are fast (``sync_here``: a moving average of their times, rounds' and
+  these, at most ``SYNC_HERE_MAX_S``) the follower asks for no round: ``sync_replicated`` fdatasyncs the
+  journal on the trio thread and marks its logs durable (the event loop waits that long; the replication
+  round needs one wake-up instead of two). Checkpoints cover these appends as any journaled write (run is
+  kicked when the journal outgrew ``checkpoint_bytes``). ``sync_rounds_here`` (a cluster node: no hand-off,
+  a commit is answered only once its followers have it) does the same for ``run``'s rounds: while fsyncs are
+  fast, no child request is in flight and only the journal needs one, a round appends what is staged (the
+  followers are told at once, ``on_appended``), fdatasyncs the journal on the trio thread and calls back;
+  the child's answer would only have woken the node for callbacks that wait for the followers anyway. A cluster leader's staged batch is journaled with
+  its leader epoch stamped, as the log has it. ``on_appended`` (set by replication) is called once per
+  round that appended staged writes, so follower fetches waiting at this leader look again once per round,
+  not once per write.
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
@@ -85,6 +94,10 @@ KeyValue = tuple[bytes, bytes | None]
 
 FSYNC_THREADS = 8
 MAX_IN_FLIGHT = 64  # fsync requests to the child awaiting an answer (~1 KiB each of its 208 KiB socket buffer)
+# a follower's round fsyncs the journal on the event loop while journal fsyncs take at most this long (a moving
+# average over both kinds of round); slower, it waits for a round's fsync instead (the child's, or a thread's)
+SYNC_HERE_MAX_S = 0.002
+SYNC_AVERAGE_WEIGHT = 0.25  # of the newest fsync time in that average
 CHECKPOINT_BYTES = 32 << 20
 
 
@@ -119,6 +132,9 @@ class GroupCommit:
         self._kick = trio.Event()
         self._pool: ThreadPoolExecutor | None = None  # created on the first round with several logs
         self.rounds = 0
+        self.fsync_s = 0.0  # moving average of journal fsync times, rounds and follower syncs (``sync_here``)
+        # a cluster node: rounds fsync the journal on this thread while its fsyncs are fast (see the rules)
+        self.sync_rounds_here = False
         # fsync requests sent to the child and not answered yet, oldest first: (token, plan, marks, sent at)
         self._in_flight: deque[tuple[int, SyncPlan, list[tuple[PartitionLog, int]], float]] = deque()
         self._reader = False  # run's reader task takes the child's answers (else whoever waits reads them)
@@ -145,7 +161,8 @@ class GroupCommit:
         """Whether a follower's appends can be made durable by the journal (it exists and is online)."""
         return self.journal is not None and not self.journal.offline
 
-    def append_replicated(self, items: Sequence[tuple[PartitionLog, bytes | bytearray | memoryview]]
+    def append_replicated(self, items: Sequence[tuple[PartitionLog, bytes | bytearray | memoryview]],
+                          sync_here: bool = False
                           ) -> tuple[list[tuple[PartitionLog, AppendInfo, list[memoryview]]],
                                      list[tuple[PartitionLog, Exception]], bool]:
         """A cluster follower's appends (``replica_fetcher``): each log's leader batches verbatim
@@ -178,13 +195,41 @@ class GroupCommit:
         except (StorageError, OSError) as e:
             log.error("journal write of a follower's appends failed (%s); fsyncing those logs instead", e)
             return written, failed, False
-        for plog, info, _ in written:
-            self._marks.append((plog, info.last_offset + 1))
+        for plog, _, _ in written:
             self._journaled[plog] = None
             self._journal_logs.add(plog)
+        if sync_here:
+            return written, failed, True
+        for plog, info, _ in written:
+            self._marks.append((plog, info.last_offset + 1))
         self._hot = True
         self._kick.set()
         return written, failed, True
+
+    def sync_here(self) -> bool:
+        """Whether a follower's appends should be made durable by ``sync_replicated`` (the journal fsynced on
+        the event loop: one wake-up per replication round instead of two) rather than by a round's fsync:
+        while the journal is online and its fsyncs are fast (``SYNC_HERE_MAX_S``), so the loop is blocked for
+        a short while only."""
+        return self.journal is not None and not self.journal.offline and self.fsync_s <= SYNC_HERE_MAX_S
+
+    def sync_replicated(self, written: Sequence[tuple[PartitionLog, AppendInfo, list[memoryview]]]
+                        ) -> Exception | None:
+        """The journal fsynced on this thread for a follower's appends (``append_replicated(sync_here=True)``),
+        and their logs marked durable; the error (the journal is offline now) or None."""
+        journal = self.journal
+        assert journal is not None
+        t0 = time.perf_counter()
+        try:
+            journal.sync()
+        except StorageError as e:
+            return e
+        self._timed(time.perf_counter() - t0)
+        for plog, info, _ in written:
+            plog.note_durable(info.last_offset + 1)
+        if not self._checkpointing and journal.current_size >= self.checkpoint_bytes:
+            self._kick.set()  # run starts the checkpoint
+        return None
 
     def when_durable(self, plog: PartitionLog, last_offset: int, callback: Callback) -> None:
         if plog.offline:
@@ -211,7 +256,10 @@ class GroupCommit:
                 if self.linger and not hot and not self._hot:
                     await trio.sleep(self.linger)
                 self._hot = False
-                if self._reader and self._child_serving() and not self._dirty and not self._unjournaled_waiters:
+                if self._syncing_here():
+                    self._sync_round()  # the journal fdatasync on this thread: no answer to wait for
+                    hot = False
+                elif self._reader and self._child_serving() and not self._dirty and not self._unjournaled_waiters:
                     self._submit_round()  # does not wait: the reader releases it when its answer comes
                     hot = bool(self._in_flight)  # an fsync under way gathers the next round: no linger
                 else:
@@ -221,6 +269,29 @@ class GroupCommit:
                 if journal is not None and not self._checkpointing and journal.current_size >= self.checkpoint_bytes:
                     self._checkpointing = True
                     nursery.start_soon(self.checkpoint)
+
+    def _syncing_here(self) -> bool:
+        """Whether the next round fsyncs the journal on this thread (``sync_rounds_here``, see the rules)."""
+        return self.sync_rounds_here and not self._in_flight and not self._dirty and \
+            not self._unjournaled_waiters and self.sync_here()
+
+    def _sync_round(self) -> None:
+        """A round done on this thread: what is staged appended (followers are told at once), the journal
+        fdatasynced, the round's writes marked durable and their callbacks called."""
+        self._append_staged()
+        marks, self._marks = self._marks, []
+        if not marks:
+            return
+        journal = self.journal
+        assert journal is not None
+        t0 = time.perf_counter()
+        try:
+            journal.sync()
+        except StorageError as e:  # the journal is offline: nothing of this round is durable
+            self._settle(marks, e)
+            return
+        self._timed(time.perf_counter() - t0)
+        self._settle(marks, None)
 
     def _child_serving(self) -> bool:
         return self.journal is not None and self.fsyncer is not None and self.fsyncer.dead is None
@@ -277,9 +348,7 @@ class GroupCommit:
             if hand is not None:
                 hand.answered(token, errno, child.take_written)
             if self._in_flight and self._in_flight[0][0] <= token:
-                self.rounds += 1
-                if self.metrics is not None:
-                    self.metrics.flush_seconds.observe(now - self._in_flight[0][3])
+                self._timed(now - self._in_flight[0][3])
             while self._in_flight and self._in_flight[0][0] <= token:
                 _, plan, marks, _ = self._in_flight.popleft()
                 try:
@@ -299,6 +368,13 @@ class GroupCommit:
                 hand.drop_now()
         if self._marks:  # held back at MAX_IN_FLIGHT: there is room now
             self._kick.set()
+
+    def _timed(self, seconds: float) -> None:
+        """A journal fsync (a round's, or a follower's ``sync_replicated``) took this long."""
+        self.rounds += 1
+        self.fsync_s += (seconds - self.fsync_s) * SYNC_AVERAGE_WEIGHT
+        if self.metrics is not None:
+            self.metrics.flush_seconds.observe(seconds)
 
     def poll_answers(self) -> None:
         """Take the child's durability answers that have arrived, now: called before a request that reads

@@ -21,8 +21,11 @@ Rules:
   epochs kept) and made durable before the next fetch is sent. So the fetch offset the leader sees is this
   node's durable end (durable replication). A response of up to ``JOURNAL_MAX_BYTES`` (commits, small
   produces) is appended on the trio thread and into the node's journal (``GroupCommit.append_replicated``):
-  one journal fdatasync by the fsync child covers every log of it, shared with the node's own commits, and
-  a later journal replay re-appends what a crash lost. A larger one (catching up, bulk produce) is appended
+  one journal fdatasync covers every log of it, and a later journal replay re-appends what a crash lost.
+  That fdatasync is done on the trio thread while the journal's fsyncs are fast (``GroupCommit.sync_here``,
+  a moving average at most ``SYNC_HERE_MAX_S``: issue #35, a round then costs one wake-up of this node, not
+  two, and none of the fsync child); slower, the group commit's next round does it (the fsync child's,
+  shared with the node's own commits) and the fetcher waits for it. A larger one (catching up, bulk produce) is appended
   and its logs fsynced (``FSYNC_THREADS`` at a time) in one worker-thread call, which keeps the journal for
   small writes. Without a usable journal, every response goes the second way.
 - A truncation (below) writes a truncation mark per log cut into the journal and syncs it, so a restart's
@@ -429,16 +432,20 @@ class ReplicaFetcher:
     async def _append_journaled(self, commit: GroupCommit,
                                 appends: list[tuple[TopicPartition, PartitionLog, bytes, _Followed]]
                                 ) -> tuple[list[tuple[TopicPartition, str]], list[tuple[PartitionLog, list[memoryview]]]]:
-        """The appends on this thread and into the node's journal, then wait for the group commit's journal
-        fsync (one fdatasync, by the fsync child, for every log of the response, shared with the node's own
-        commits). Same results as ``_append_all``."""
+        """The appends on this thread and into the node's journal, made durable by one journal fdatasync for
+        every log of the response: on this thread while the journal's fsyncs are fast (``sync_here``: the
+        round needs no second wake-up), else the group commit's round (by the fsync child, shared with the
+        node's own commits). Same results as ``_append_all``."""
         live = [(tp, plog, data) for tp, plog, data, f in appends if self.partitions.get(tp) is f]
         tp_of = {id(plog): tp for tp, plog, _ in live}
-        written, refused, journaled = commit.append_replicated([(plog, data) for _, plog, data in live])
+        here = commit.sync_here()
+        written, refused, journaled = commit.append_replicated([(plog, data) for _, plog, data in live], here)
         failed = [(tp_of[id(plog)], str(e)) for plog, e in refused]
         if not written:
             return failed, []
-        if not journaled:  # the journal is offline: the logs' own fsyncs make the appends durable
+        if journaled and here and commit.sync_replicated(written) is None:
+            results: list[Exception | None] = [None] * len(written)
+        elif not journaled or here:  # the journal is offline (now): the logs' own fsyncs make them durable
             results = await trio.to_thread.run_sync(lambda: [_flush(plog) for plog, _, _ in written])
         else:
             results = [None] * len(written)

@@ -32,22 +32,24 @@ DEFAULT_SESSION_TIMEOUT_MS = 18000  # the server's default zookeeper.session.tim
 T = TypeVar("T")
 
 
-def start_nodes(data_root: Path, zk_connect: str, ids: list[int], *extra: str) -> dict[int, ServerProcess]:
+def start_nodes(data_root: Path, zk_connect: str, ids: list[int], *extra: str,
+                env: dict[str, str] | None = None) -> dict[int, ServerProcess]:
     nodes: dict[int, ServerProcess] = {}
     try:
         for node_id in ids:
-            nodes[node_id] = start_node(data_root, zk_connect, node_id, *extra)
+            nodes[node_id] = start_node(data_root, zk_connect, node_id, *extra, env=env)
     except BaseException:
         stop_nodes(nodes)
         raise
     return nodes
 
 
-def start_node(data_root: Path, zk_connect: str, node_id: int, *extra: str) -> ServerProcess:
+def start_node(data_root: Path, zk_connect: str, node_id: int, *extra: str,
+               env: dict[str, str] | None = None) -> ServerProcess:
     return ServerProcess(data_root / f"node{node_id}", "--zookeeper-connect", zk_connect, "--node-id",
                          str(node_id), "--zookeeper-session-timeout-ms", str(SESSION_TIMEOUT_MS),
                          "--group-min-session-timeout-ms", "1000", "--group-initial-rebalance-delay-ms", "0",
-                         "--shutdown-grace-ms", "1000", *extra).start()
+                         "--shutdown-grace-ms", "1000", *extra, env=env).start()
 
 
 def stop_nodes(nodes: dict[int, ServerProcess]) -> None:

@@ -1,6 +1,6 @@
 """Replication in a real 3-node cluster (real ZooKeeper, real `groupcoord serve` processes): acks=all records
 are on every in-sync replica's disk when acknowledged and survive the leader's SIGKILL; commits survive their
-coordinator's SIGKILL; a restarted node catches up and its logs equal the leader's; with two nodes down and
+coordinator's SIGKILL (followers syncing their appends on the event loop, and through the group commit's rounds); a restarted node catches up and its logs equal the leader's; with two nodes down and
 ``min.insync.replicas=2`` nothing is acknowledged."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cluster_nodes import (
     OFFSETS_TOPIC,
     commit_offset,
@@ -33,6 +34,7 @@ from protocol.errors import ErrorCode
 from protocol.record_batch import iter_records, parse_header, split_batches
 
 PRODUCE, LIST_OFFSETS, OFFSET_FETCH = 0, 2, 9
+FAULTS = Path(__file__).parents[1] / "integration" / "faults"  # test hooks loaded at the servers' start-up
 TOPIC = "replicated"
 
 
@@ -159,8 +161,13 @@ def test_acks_all_records_are_on_every_replica_and_survive_the_leaders_kill(tmp_
         stop_nodes(nodes)
 
 
-def test_commits_survive_the_coordinators_kill(tmp_path: Path, zk_connect: str) -> None:
-    nodes = start_nodes(tmp_path, zk_connect, [1, 2, 3])
+@pytest.mark.parametrize("follower_sync", ["on the loop", "group commit rounds"])
+def test_commits_survive_the_coordinators_kill(tmp_path: Path, zk_connect: str, follower_sync: str) -> None:
+    # followers make their appends durable on the event loop while the journal's fsyncs are fast (the default
+    # here), else through the group commit's rounds (forced by the test hook): both keep every acknowledged commit
+    env = None if follower_sync == "on the loop" else \
+        {"PYTHONPATH": str(FAULTS), "TEST_SYNC_HERE_MAX_S": "-1"}
+    nodes = start_nodes(tmp_path, zk_connect, [1, 2, 3], env=env)
     try:
         md = formed(nodes)[1]
         lead = {p: e["leader_id"] for p, e in offsets_partitions(md).items()}

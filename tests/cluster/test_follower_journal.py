@@ -1,15 +1,24 @@
 """A cluster follower's appends through the node's journal (group_commit.append_replicated, replica_fetcher):
 one journal fsync makes every followed log of a response durable (no log fsync), the journal keeps the
 leader's bytes (offsets and leader epochs), a leader's own journaled batches keep its epoch, and a truncation
-mark keeps the entries a truncation cut from coming back at a restart's replay."""
+mark keeps the entries a truncation cut from coming back at a restart's replay.
+
+While journal fsyncs are fast, a follower's appends are made durable on the event loop (``sync_here``,
+``sync_replicated``: one journal fdatasync, no round asked of the group commit); a slow fsync moves them back to
+the group commit's rounds until fsyncs are fast again, and a failed one reports the error with the journal
+offline."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from coordinator.runtime.group_commit import GroupCommit
+import pytest
+
+from coordinator.runtime import group_commit as group_commit_module
+from coordinator.runtime.group_commit import SYNC_HERE_MAX_S, GroupCommit
 from coordinator.runtime.replica_fetcher import _truncate_all
+from coordinator.storage.errors import StorageError
 from coordinator.storage.fs import FileSystem
 from coordinator.storage.journal import Journal, replay
 from coordinator.storage.log import PartitionLog
@@ -131,3 +140,68 @@ async def test_a_truncation_mark_keeps_the_cut_entries_from_coming_back(tmp_path
     again.append_as_follower(all_bytes(old)[:len(batch(b"kept"))])
     replay(entries, {"t-0": again}.get)
     assert all_bytes(again) == all_bytes(new) and epochs(all_bytes(again)) == [1, 2]
+
+
+class FailingFS(CountingFS):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail = False
+
+    def fsync(self, fd: int) -> None:
+        if self.fail:
+            raise OSError(5, "Input/output error")
+        super().fsync(fd)
+
+
+async def test_a_followers_appends_are_made_durable_on_the_loop_with_one_journal_fsync(tmp_path: Path) -> None:
+    a = leader_log(tmp_path / "leader" / "t-0", 4, batch(b"a", b"b"), batch(b"c"))
+    fs = CountingFS()
+    follower = PartitionLog.open(str(tmp_path / "follower" / "t-0"), fs=fs)
+    journal = journal_at(tmp_path / "follower" / "journal", fs)
+    gc = GroupCommit(0, journal=journal)
+    assert gc.sync_here()  # no fsync timed yet
+    fs.fsynced.clear()
+    written, failed, journaled = gc.append_replicated([(follower, all_bytes(a))], sync_here=True)
+    assert failed == [] and journaled and follower.high_watermark == 0
+    assert not gc._kick.is_set() and gc._marks == []  # no round asked for
+    assert gc.sync_replicated(written) is None
+    assert follower.high_watermark == 3 and follower.recovery_point == 0  # durable by the journal alone
+    assert [p for p in fs.fsynced if "leader-epoch-checkpoint" not in p] == [
+        str(tmp_path / "follower" / "journal" / "00000000000000000001.wal")]
+    assert gc.rounds == 1 and 0 < gc.fsync_s <= SYNC_HERE_MAX_S
+
+
+async def test_slow_journal_fsyncs_send_followers_back_to_the_rounds_until_they_are_fast_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = journal_at(tmp_path / "journal")
+    gc = GroupCommit(0, journal=journal)
+    gc._timed(0.050)  # one 50 ms fsync
+    assert not gc.sync_here()
+    fast = 0
+    while not gc.sync_here():
+        gc._timed(0.0001)
+        fast += 1
+        assert fast < 50
+    assert fast >= 3  # a moving average: one fast fsync does not undo a slow one
+    # and a slow sync done on the loop counts too
+    clock = iter([0.0, 0.5])
+    monkeypatch.setattr(group_commit_module.time, "perf_counter", lambda: next(clock))
+    follower = PartitionLog.open(str(tmp_path / "t-0"))
+    written, _, _ = gc.append_replicated([(follower, batch(b"x"))], sync_here=True)
+    assert gc.sync_replicated(written) is None
+    assert not gc.sync_here()
+
+
+async def test_a_failed_journal_fsync_on_the_loop_reports_the_error_and_takes_the_journal_offline(
+        tmp_path: Path) -> None:
+    fs = FailingFS()
+    follower = PartitionLog.open(str(tmp_path / "t-0"), fs=fs)
+    journal = journal_at(tmp_path / "journal", fs)
+    gc = GroupCommit(0, journal=journal)
+    written, _, journaled = gc.append_replicated([(follower, batch(b"x"))], sync_here=True)
+    assert journaled
+    fs.fail = True
+    error = gc.sync_replicated(written)
+    assert isinstance(error, StorageError)
+    assert follower.high_watermark == 0  # not marked durable
+    assert journal.offline and not gc.sync_here() and not gc.journal_usable()

@@ -4,7 +4,9 @@ journal fsync error fails the round's writes and every later one. With an fsync 
 fsync is the child's; an errno it reports fails the round the same way, and a child that died makes the
 round (and later ones) fsync in a worker thread instead, acknowledging nothing on the lost answer. The run
 loop pipelines: the next round's fsync request goes out while the previous one is unanswered (at most
-MAX_IN_FLIGHT), answers release writes in order, and one errno fails every request in flight."""
+MAX_IN_FLIGHT), answers release writes in order, and one errno fails every request in flight. A cluster node's
+rounds (``sync_rounds_here``) fsync the journal on the event loop while fsyncs are fast (the followers told
+first), go to the child again after a slow one, and fail their writes on a journal fsync error."""
 
 from __future__ import annotations
 
@@ -424,3 +426,43 @@ async def test_deleting_a_log_whose_fsync_failed_releases_its_pinned_files(tmp_p
     await gc.checkpoint()
     assert journal_files(tmp_path) == [journal.current_seq]
     assert not gc.journal_needed()
+
+
+async def test_a_cluster_nodes_round_fsyncs_the_journal_on_the_loop_while_fsyncs_are_fast(tmp_path: Path) -> None:
+    # sync_rounds_here (a cluster node): the round appends, tells the followers, fdatasyncs the journal itself
+    # and calls back; the child gets no request. A slow fsync sends the next rounds to the child again.
+    with with_child(tmp_path) as (fs, _journal, logs, child, gc):
+        gc.sync_rounds_here = True
+        told: list[int] = []
+        gc.on_appended = lambda: told.append(len(fs.fsynced))  # before the round's fsync
+        got: list[tuple[int, Exception | None]] = []
+        async with running(gc):
+            for i in range(3):
+                gc.stage(logs[i], [(b"k", b"v")], lambda err, i=i: got.append((i, err)))
+            await _until(lambda: len(got) == 3, "the round's callbacks")
+            assert got == [(0, None), (1, None), (2, None)] and [p.high_watermark for p in logs] == [1, 1, 1]
+            assert child.requests == 0 and len(fs.fsynced) == 1 and "/journal/" in fs.fsynced[0]
+            assert told == [0]  # the followers were told before the fsync
+            gc._timed(0.050)  # a slow fsync: rounds go to the child until fsyncs are fast again
+            gc.stage(logs[0], [(b"k", b"v")], lambda err: got.append((3, err)))
+            await _until(lambda: len(got) == 4, "the child's round")
+            assert got[3] == (3, None) and child.requests == 1 and len(fs.fsynced) == 1
+
+
+async def test_a_journal_fsync_error_in_a_loop_round_fails_its_writes(tmp_path: Path) -> None:
+    fs, journal, logs, gc = setup(tmp_path)
+    gc.sync_rounds_here = True
+    got: list[Exception | None] = []
+    async with running_without_child(gc):
+        fs.fail = True
+        gc.stage(logs[0], [(b"k", b"v")], got.append)
+        await _until(lambda: len(got) == 1, "the failed round")
+    assert isinstance(got[0], Exception) and journal.offline and logs[0].high_watermark == 0
+
+
+@asynccontextmanager
+async def running_without_child(gc: GroupCommit) -> AsyncIterator[None]:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(gc.run)
+        yield
+        nursery.cancel_scope.cancel()

@@ -3,10 +3,19 @@ with TEST_FAULT_DIR set, the server's record encoders raise once each time a fil
 that directory (the file is removed as the fault fires), as an encoding bug or an unencodable value would; a file
 named "consumer_group_write" fails the next KIP-848 group write as a failed append would; a file named
 "txn_kill_<point>" makes the server SIGKILL itself once at that step of a transaction (see TXN_KILL_POINTS), after
-printing one "groupcoord test fault: SIGKILL at <point> (...)" line. Loaded by Python at start-up when this folder
+printing one "groupcoord test fault: SIGKILL at <point> (...)" line. TEST_SYNC_HERE_MAX_S sets
+group_commit.SYNC_HERE_MAX_S (-1: followers' appends always wait for the group commit's rounds). Loaded by Python at start-up when this folder
 is on PYTHONPATH; nothing of it is in the server's own code (the runtime's methods are wrapped from outside)."""
 
 import os
+
+# a follower's appends always through the group commit's rounds (TEST_SYNC_HERE_MAX_S=-1), never fsynced on the
+# event loop however fast the journal is (tests/cluster/test_cluster_replication.py runs both ways)
+_sync_here_max = os.environ.get("TEST_SYNC_HERE_MAX_S")
+if _sync_here_max is not None:
+    from coordinator.runtime import group_commit as _group_commit
+
+    _group_commit.SYNC_HERE_MAX_S = float(_sync_here_max)
 
 _dir = os.environ.get("TEST_FAULT_DIR")
 if _dir:
