@@ -92,6 +92,29 @@ def encode_request(correlation_id: int, client_id: str, body: dict[str, Any]) ->
 
 
 # ------------------------------------------------------------------ the leader's decoding of it
+def _uvar(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint (a compact length) and the position after it; one byte without a call."""
+    n = data[pos]
+    if n < 0x80:
+        return n, pos + 1
+    return _varint(data, pos)
+
+
+def _topic_head(data: bytes, pos: int, size: int, item: int) -> tuple[str, int, int] | None:
+    """A request topic's name and the count of its array of ``item``-byte entries, and the position after
+    them; None for a null name or array, or one that claims more than the bytes left."""
+    k, pos = _uvar(data, pos)
+    end = pos + k - 1
+    if k == 0 or end > size:
+        return None
+    topic = data[pos:end].decode("utf-8")
+    m, pos = _uvar(data, end)
+    m -= 1
+    if m < 0 or m * item > size - pos:
+        return None
+    return topic, m, pos
+
+
 def decode_request(payload: bytes) -> Request | None:
     """The generic codec's ``Request`` for a Fetch v12 request payload, or None (see the module rules)."""
     try:
@@ -119,34 +142,17 @@ def _decode_request(data: bytes) -> Request | None:
         return None  # header tagged fields
     replica, max_wait, min_bytes, max_bytes, isolation, session, epoch = _REQUEST_FIXED.unpack_from(data, pos + 1)
     pos += 26
-    n = data[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _varint(data, pos)
+    n, pos = _uvar(data, pos)
     n -= 1
     if n < 0 or n * 3 > size - pos:
         return None  # null topics (not nullable) or more than the bytes left
     unpack = _REQUEST_PART.unpack_from
     topics = []
     for _ in range(n):
-        k = data[pos]
-        if k < 0x80:
-            pos += 1
-        else:
-            k, pos = _varint(data, pos)
-        end = pos + k - 1
-        if k == 0 or end > size:
+        head = _topic_head(data, pos, size, 33)
+        if head is None:
             return None
-        topic = data[pos:end].decode("utf-8")
-        m = data[end]
-        if m < 0x80:
-            pos = end + 1
-        else:
-            m, pos = _varint(data, end)
-        m -= 1
-        if m < 0 or m * 33 > size - pos:
-            return None
+        topic, m, pos = head
         parts = []
         for _ in range(m):
             index, leader_epoch, offset, last_epoch, start, max_part = unpack(data, pos)
@@ -160,44 +166,23 @@ def _decode_request(data: bytes) -> Request | None:
             return None  # topic tagged fields
         pos += 1
         topics.append({"topic": topic, "partitions": parts})
-    n = data[pos]
-    if n < 0x80:
-        pos += 1
-    else:
-        n, pos = _varint(data, pos)
+    n, pos = _uvar(data, pos)
     n -= 1
     if n < 0 or n * 3 > size - pos:
         return None
     forgotten = []
     for _ in range(n):
-        k = data[pos]
-        if k < 0x80:
-            pos += 1
-        else:
-            k, pos = _varint(data, pos)
-        end = pos + k - 1
-        if k == 0 or end > size:
+        head = _topic_head(data, pos, size, 4)
+        if head is None:
             return None
-        topic = data[pos:end].decode("utf-8")
-        m = data[end]
-        if m < 0x80:
-            pos = end + 1
-        else:
-            m, pos = _varint(data, end)
-        m -= 1
-        if m < 0 or m * 4 > size - pos:
-            return None
+        topic, m, pos = head
         ids = list(struct.unpack_from(f">{m}i", data, pos))
         pos += 4 * m
         if data[pos]:
             return None  # forgotten topic tagged fields
         pos += 1
         forgotten.append({"topic": topic, "partitions": ids})
-    k = data[pos]
-    if k < 0x80:
-        pos += 1
-    else:
-        k, pos = _varint(data, pos)
+    k, pos = _uvar(data, pos)
     end = pos + k - 1
     if k == 0 or end > size:
         return None  # null rack_id (not nullable)
