@@ -299,7 +299,8 @@ class Metrics:
                                             "straight from segment files by sendfile (zero-copy: connections "
                                             "without TLS, stored ranges of at least 64 KiB).", registry=r)
         self.flush_seconds = Histogram("groupcoord_log_flush_latency_seconds", "Duration of one group-commit "
-                                       "fsync.", buckets=_LATENCY_BUCKETS, registry=r)
+                                       "fsync (in cluster mode also a follower's journal fsync).",
+                                       buckets=_LATENCY_BUCKETS, registry=r)
         self.load_seconds = Histogram("groupcoord_partition_load_seconds", "Time to load one offsets "
                                       "partition at startup.", buckets=_LATENCY_BUCKETS, registry=r)
         self.authentications = Counter("groupcoord_authentications", "SASL authentications by listener, "

@@ -59,10 +59,10 @@ Rules:
   a commit is answered only once its followers have it) does the same for ``run``'s rounds: while fsyncs are
   fast, no child request is in flight and only the journal needs one, a round appends what is staged (the
   followers are told at once, ``on_appended``), fdatasyncs the journal on the trio thread and calls back;
-  the child's answer would only have woken the node for callbacks that wait for the followers anyway. A cluster leader's staged batch is journaled with
-  its leader epoch stamped, as the log has it. ``on_appended`` (set by replication) is called once per
-  round that appended staged writes, so follower fetches waiting at this leader look again once per round,
-  not once per write.
+  the child's answer would only have woken the node for callbacks that wait for the followers anyway.
+  A cluster leader's staged batch is journaled with its leader epoch stamped, as the log has it.
+  ``on_appended`` (set by replication) is called once per round that appended staged writes, so follower
+  fetches waiting at this leader look again once per round, not once per write.
 - Callbacks run on the trio thread, in the order their writes were appended per log. A round cancelled
   while it waits for its fsync (shutdown) leaves its work to the next ``flush_now``: nothing it was to
   release is dropped.
