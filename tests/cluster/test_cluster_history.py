@@ -26,8 +26,12 @@ TOPIC, GROUP = "hist-t", "hist-g"
 
 
 def _consumer(bootstrap: str, client_id: str) -> KafkaConsumer:
+    # metadata_max_age_ms: a consumer whose metadata did not have the new topic yet when the group formed (its
+    # leader then assigns nothing: "No partition metadata for topic") sees the partitions at its next refresh
+    # and rejoins; with kafka-python's default, 5 minutes, the test waited out its 60 s (seen under load)
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, client_id=client_id, enable_auto_commit=False,
-                      session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=10000)
+                      session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=10000,
+                      metadata_max_age_ms=1000)
     c.subscribe([TOPIC])
     return c
 
