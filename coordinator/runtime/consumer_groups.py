@@ -104,6 +104,7 @@ _APPEND_ERRORS = {
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 
+
 class _ShardMoved(Exception):
     """The group's shard was unloaded or reloaded while its batch waited for a worker thread (NOT_COORDINATOR)."""
 

@@ -25,9 +25,9 @@ Rules:
   That fdatasync is done on the trio thread while the journal's fsyncs are fast (``GroupCommit.sync_here``,
   a moving average at most ``SYNC_HERE_MAX_S``: issue #35, a round then costs one wake-up of this node, not
   two, and none of the fsync child); slower, the group commit's next round does it (the fsync child's,
-  shared with the node's own commits) and the fetcher waits for it. A larger one (catching up, bulk produce) is appended
-  and its logs fsynced (``FSYNC_THREADS`` at a time) in one worker-thread call, which keeps the journal for
-  small writes. Without a usable journal, every response goes the second way.
+  shared with the node's own commits) and the fetcher waits for it. A larger one (catching up, bulk
+  produce) is appended and its logs fsynced (``FSYNC_THREADS`` at a time) in one worker-thread call, which
+  keeps the journal for small writes. Without a usable journal, every response goes the second way.
 - A truncation (below) writes a truncation mark per log cut into the journal and syncs it, so a restart's
   replay never re-appends the entries cut away.
 - Before a partition's first fetch under a leader epoch it is truncated by leader epoch (KIP-101):
